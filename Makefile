@@ -1,0 +1,22 @@
+# The two commands of the README. Each sets up its own virtualenv when missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.soaklab-installed
+
+.PHONY: soak test setup clean-results
+
+setup: $(STAMP)
+
+# Re-run set-up when the dependency list changes.
+$(STAMP): pyproject.toml scripts/setup-venv.sh
+	bash scripts/setup-venv.sh $(VENV)
+	touch $(STAMP)
+
+soak: $(STAMP)
+	$(VENV)/bin/snakemake soak --cores 1
+
+test: $(STAMP)
+	$(VENV)/bin/pytest
+
+clean-results:
+	rm -rf results logs benchmarks/rules .snakemake

@@ -1,0 +1,1 @@
+"""G1 model and motion clip materialization (DESIGN §6)."""

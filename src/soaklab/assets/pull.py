@@ -1,0 +1,199 @@
+"""`soaklab assets pull`: materialize the G1 scene and motion clip, and write the manifest.
+
+A pull whose manifest already verifies changes nothing. Anything new is built
+in a staging folder and swapped in only once complete, so a failed pull never
+leaves half a tree behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+
+from soaklab.assets import motion as motion_mod
+from soaklab.assets import scene as scene_mod
+from soaklab.assets.source import (
+    G1_WHEEL,
+    ROBOT_XML,
+    copy_directory_source,
+    extract_subtree,
+    fetch_pinned_wheel,
+    offline,
+    wheel_license,
+)
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import sha256_file, write_json_atomic
+from soaklab.schemas import validate_artifact
+
+MANIFEST_SCHEMA_VERSION = 1
+EXPECTED_DIMS = {"nq": 36, "nv": 35, "nu": 29}
+ROBOTS = ("g1",)
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    robot: str
+    source: str | None
+    motion: Path | None
+    dest: Path
+    manifest: Path
+    repair: bool = False
+
+    @property
+    def robot_dir(self) -> Path:
+        return self.dest / self.robot
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.dest / "cache"
+
+    def source_spec(self) -> str:
+        return self.source if self.source is not None else G1_WHEEL.requirement
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    return {"path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def manifest_problems(manifest: dict[str, Any]) -> list[str]:
+    """One line per missing or corrupted file of a manifest (empty when all verify)."""
+    entries = list(manifest["files"]) + [manifest["scene"], manifest["motion"]]
+    problems = []
+    for entry in entries:
+        path = Path(entry["path"])
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+        elif (digest := sha256_file(path)) != entry["sha256"]:
+            problems.append(f"{path}: corrupted (sha256 {digest[:12]}..., manifest says {entry['sha256'][:12]}...)")
+    return problems
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: unreadable asset manifest ({exc}); delete it and pull again") from None
+    from soaklab.schemas import schema_errors
+
+    errors = schema_errors("assets_manifest", manifest)
+    if errors:
+        raise InvalidInput(f"{path}: asset manifest violates its schema ({errors[0]}); delete it and pull again")
+    return manifest
+
+
+def same_request(manifest: dict[str, Any], req: PullRequest) -> bool:
+    wanted_motion = str(req.motion) if req.motion else None
+    return manifest["source"]["spec"] == req.source_spec() and manifest["motion"].get("origin") == wanted_motion
+
+
+def materialize_robot(req: PullRequest, staging: Path) -> dict[str, Any]:
+    """Put the robot's files into `staging`; return the manifest's source record."""
+    spec = req.source_spec()
+    if req.source is None:
+        wheel = fetch_pinned_wheel(G1_WHEEL, req.cache_dir)
+    else:
+        src = Path(req.source)
+        if not src.exists():
+            raise InvalidInput(f"--source {src}: no such wheel or folder")
+        if src.is_dir():
+            copy_directory_source(src, staging)
+            return {"kind": "directory", "spec": spec, "sha256": None, "subtree": None,
+                    "license": {"expression": None, "files": []}}
+        wheel = src
+    digest = sha256_file(wheel)
+    kind = "pinned_wheel" if digest == G1_WHEEL.sha256 else "wheel"
+    extract_subtree(wheel, G1_WHEEL.subtree, staging)
+    return {"kind": kind, "spec": spec, "sha256": digest, "subtree": G1_WHEEL.subtree, "license": wheel_license(wheel)}
+
+
+def check_scene(model: mujoco.MjModel, scene: Path) -> dict[str, Any]:
+    dims = {"nq": model.nq, "nv": model.nv, "nu": model.nu}
+    if dims != EXPECTED_DIMS:
+        raise InvalidInput(f"{scene}: compiled scene has {dims}, expected the G1 29-DoF {EXPECTED_DIMS}")
+    return {**dims, "timestep": model.opt.timestep, "integrator": "implicitfast"}
+
+
+def pull_assets(req: PullRequest) -> dict[str, Any]:
+    if req.robot not in ROBOTS:
+        raise InvalidInput(f"--robot {req.robot}: unknown robot; valid: {', '.join(ROBOTS)}")
+    existing = read_manifest(req.manifest)
+    if existing is not None and same_request(existing, req):
+        problems = manifest_problems(existing)
+        if not problems:
+            print(f"assets: {req.manifest} verified ({len(existing['files']) + 2} files); nothing changed")
+            return existing
+        for line in problems:
+            print(f"assets: {line}", file=sys.stderr)
+        if not req.repair:
+            raise InvalidInput(f"{problems[0]}; run `soaklab assets pull --repair` to restore it")
+    if offline() and req.source is None and not (req.cache_dir / G1_WHEEL.filename).is_file():
+        raise InvalidInput(
+            f"SOAKLAB_OFFLINE=1: G1 assets are missing under {req.robot_dir} and fetching is disabled; "
+            "pass --source WHEEL_OR_DIR or unset SOAKLAB_OFFLINE"
+        )
+
+    staging = req.dest / f".staging-{req.robot}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        source = materialize_robot(req, staging)
+        scene_path = scene_mod.write_scene(staging / ROBOT_XML)
+        model = scene_mod.load_scene(scene_path)
+        scene_info = check_scene(model, scene_path)
+        motion_dir = staging / "motions"
+        if req.motion is not None:
+            clip = motion_mod.load_motion(req.motion, model)
+            motion_file = motion_dir / req.motion.name
+            motion_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(req.motion, motion_file)
+            generator = None
+        else:
+            clip = motion_mod.generate_synthetic_clip(model)
+            motion_file = motion_dir / motion_mod.SYNTHETIC_NAME
+            motion_mod.save_motion(clip, motion_file)
+            generator = {"seed": motion_mod.SYNTHETIC_SEED, "duration_s": motion_mod.SYNTHETIC_DURATION_S}
+            motion_mod.load_motion(motion_file, model)  # the synthetic clip passes the real validator
+        # Swap the complete tree in; the old one is removed only now.
+        shutil.rmtree(req.robot_dir, ignore_errors=True)
+        staging.rename(req.robot_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+    final = req.robot_dir
+    scene_final = final / scene_path.name
+    motion_final = final / "motions" / motion_file.name
+    robot_files = sorted(p for p in final.rglob("*") if p.is_file() and p not in (scene_final, motion_final))
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "robot": req.robot,
+        "source": source,
+        "root": str(final),
+        "files": [file_record(p) for p in robot_files],
+        "scene": {**file_record(scene_final), **scene_info},
+        "motion": {
+            **file_record(motion_final),
+            "frames": clip.num_frames,
+            "fps": clip.fps,
+            "synthetic": req.motion is None,
+            "origin": str(req.motion) if req.motion else None,
+            "generator": generator,
+        },
+    }
+    validate_artifact("assets_manifest", manifest)
+    write_json_atomic(req.manifest, manifest)
+    print(
+        f"assets: {req.robot} from {source['kind']} {source['spec']} -> {final} "
+        f"({len(robot_files)} files, scene nq={scene_info['nq']} nu={scene_info['nu']}, "
+        f"motion {clip.num_frames} frames at {clip.fps:g} fps{' (synthetic)' if req.motion is None else ''}); "
+        f"manifest {req.manifest}"
+    )
+    return manifest

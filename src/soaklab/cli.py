@@ -1,0 +1,96 @@
+"""The `soaklab` command line (DESIGN §3).
+
+Exit 0 = success; 2 = invalid input or configuration (nothing spawned or
+written); 1 = runtime failure. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from soaklab.errors import SoaklabError
+
+
+def _run_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--algo", required=True, help="sac | flashsac")
+    parser.add_argument("--task", required=True, help="e.g. g1_motion_tracking")
+    parser.add_argument("--sim", required=True, help="mujoco | mjwarp")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (YAML scalars)")
+
+
+def cmd_assets_pull(args: argparse.Namespace) -> int:
+    from soaklab.assets.pull import PullRequest, pull_assets
+
+    pull_assets(PullRequest(robot=args.robot, source=args.source, motion=args.motion, dest=args.dest,
+                            manifest=args.manifest, repair=args.repair))
+    return 0
+
+
+def cmd_config_resolve(args: argparse.Namespace) -> int:
+    from soaklab.config.compose import compose
+    from soaklab.config.run_config import resolve_run_config, write_run_config
+    from soaklab.settings.devices import allow_cpu_carrier_from_env, probe_host
+
+    composed = compose(args.algo, args.task, args.sim, args.overrides)
+    resolved = resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), args.assets_manifest)
+    record = write_run_config(resolved, args.out)
+    print(resolved.devices.mapping_line())
+    budget = resolved.budget
+    print(
+        f"config: {composed.algo}/{composed.task}/{composed.sim} num_envs={resolved.settings.num_envs} "
+        f"slot_rows={resolved.settings.replay_ingress_slot_rows} tensor budget "
+        f"{budget.total_bytes / (1 << 20):.0f} MiB; {record['config_hash'][:19]}... -> {args.out}"
+    )
+    return 0
+
+
+def cmd_mps_ensure(args: argparse.Namespace) -> int:
+    from soaklab.mps.record import ensure_mps
+
+    ensure_mps(args.algo, args.task, args.sim, args.overrides, args.out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="soaklab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    assets = sub.add_parser("assets", help="robot model and motion clip").add_subparsers(dest="action", required=True)
+    pull = assets.add_parser("pull", help="materialize the G1 scene and motion clip, write the manifest")
+    pull.add_argument("--robot", default="g1")
+    pull.add_argument("--source", help="local wheel or folder instead of the pinned wheel (air-gapped hosts)")
+    pull.add_argument("--motion", type=Path, help="a real motion clip NPZ instead of the synthetic one")
+    pull.add_argument("--dest", type=Path, default=Path("resources/assets"))
+    pull.add_argument("--manifest", type=Path, default=Path("results/assets/manifest.json"))
+    pull.add_argument("--repair", action="store_true", help="rebuild files that fail verification")
+    pull.set_defaults(func=cmd_assets_pull)
+
+    config = sub.add_parser("config", help="owner config composition").add_subparsers(dest="action", required=True)
+    resolve = config.add_parser("resolve", help="compose, check and write run_config.json")
+    _run_selection(resolve)
+    resolve.add_argument("--out", type=Path, required=True)
+    resolve.add_argument("--assets-manifest", type=Path, help="record the scene/motion of this asset manifest")
+    resolve.set_defaults(func=cmd_config_resolve)
+
+    mps = sub.add_parser("mps", help="CUDA MPS lifecycle").add_subparsers(dest="action", required=True)
+    ensure = mps.add_parser("ensure", help="write the run's MPS record (the mps_start rule)")
+    _run_selection(ensure)
+    ensure.add_argument("--out", type=Path, required=True)
+    ensure.set_defaults(func=cmd_mps_ensure)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SoaklabError as exc:
+        print(f"soaklab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("soaklab: interrupted", file=sys.stderr)
+        return 130

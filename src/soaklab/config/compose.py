@@ -1,0 +1,143 @@
+"""Compose the owner YAML tree with OmegaConf in struct mode (DESIGN §4).
+
+Layers, lowest first:
+  conf/_shared/common.yaml            keys every algorithm shares (defines keys)
+  conf/<algo>/config.yaml             algorithm defaults (may define its own algo.* keys)
+  conf/_shared/task/<task>.yaml       the task's parameters (defines task.*)
+  conf/<algo>/task/<task>/base.yaml   <- <sim>.yaml chain, via `inherits:` (sets keys only)
+  KEY=VALUE overrides                 (sets keys only; checked raw before merging)
+
+After the key-defining layers the config is put in struct mode, so an owner
+file or override naming a key that does not exist fails closed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
+from soaklab.errors import InvalidInput, SettingError
+from soaklab.settings.removed import check_removed_keys
+
+CONF_ROOT = Path(str(resources.files("soaklab") / "conf"))
+SHARED = "_shared"
+
+
+def available_algos() -> list[str]:
+    return sorted(p.name for p in CONF_ROOT.iterdir() if (p / "config.yaml").is_file() and p.name != SHARED)
+
+
+def available_tasks(algo: str) -> list[str]:
+    root = CONF_ROOT / algo / "task"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def available_sims(algo: str, task: str) -> list[str]:
+    root = CONF_ROOT / algo / "task" / task
+    return sorted(p.stem for p in root.glob("*.yaml") if p.stem != "base")
+
+
+@dataclass(frozen=True)
+class ComposedConfig:
+    algo: str
+    task: str
+    sim: str
+    config: dict[str, Any]
+    overrides: tuple[Override, ...] = ()
+    owner_files: tuple[str, ...] = field(default=())
+
+    def get(self, dotted: str) -> Any:
+        node: Any = self.config
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+
+
+def _load(path: Path) -> DictConfig:
+    try:
+        loaded = OmegaConf.load(path)
+    except (OSError, OmegaConfBaseException, ValueError) as exc:
+        raise InvalidInput(f"{path}: cannot load owner YAML ({exc})") from None
+    if not isinstance(loaded, DictConfig):
+        raise InvalidInput(f"{path}: owner YAML must be a mapping")
+    return loaded
+
+
+def leaf_keys(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys of every leaf (and every mapping) of a plain nested dict."""
+    keys: list[str] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            dotted = f"{prefix}.{k}" if prefix else str(k)
+            keys.append(dotted)
+            keys.extend(leaf_keys(v, dotted))
+    return keys
+
+
+def owner_chain(algo: str, task: str, sim: str) -> list[Path]:
+    """Owner files for (algo, task, sim), root-most first, following `inherits:`."""
+    if algo not in available_algos():
+        raise SettingError("--algo", algo, f"must be one of {', '.join(available_algos())}")
+    if task not in available_tasks(algo):
+        raise SettingError("--task", task, f"must be one of {', '.join(available_tasks(algo))} for --algo {algo}")
+    if sim not in available_sims(algo, task):
+        raise SettingError("--sim", sim, f"must be one of {', '.join(available_sims(algo, task))} for {algo}/{task}")
+    chain: list[Path] = []
+    path = CONF_ROOT / algo / "task" / task / f"{sim}.yaml"
+    while True:
+        if path in chain:
+            raise InvalidInput(f"{path}: `inherits:` forms a cycle")
+        chain.append(path)
+        parent = _load(path).get("inherits")
+        if parent is None:
+            break
+        path = path.parent / str(parent)
+        if not path.is_file():
+            raise InvalidInput(f"{chain[-1]}: inherits missing file {parent}")
+    return chain[::-1]
+
+
+def compose(algo: str, task: str, sim: str, overrides: list[str] | tuple[str, ...] = ()) -> ComposedConfig:
+    """Compose the owner config for (algo, task, sim) and apply KEY=VALUE overrides."""
+    parsed = parse_overrides(overrides)
+    check_removed_keys(o.key for o in parsed)
+    chain = owner_chain(algo, task, sim)
+    task_file = CONF_ROOT / SHARED / "task" / f"{task}.yaml"
+
+    cfg = OmegaConf.merge(
+        _load(CONF_ROOT / SHARED / "common.yaml"), _load(CONF_ROOT / algo / "config.yaml"), _load(task_file)
+    )
+    assert isinstance(cfg, DictConfig)
+    known = leaf_keys(OmegaConf.to_container(cfg))
+    OmegaConf.set_struct(cfg, True)
+    for path in chain:
+        layer = _load(path)
+        layer.pop("inherits", None)
+        layer_keys = leaf_keys(OmegaConf.to_container(layer))
+        check_removed_keys(layer_keys)
+        for key in layer_keys:
+            if key not in known:
+                raise InvalidInput(f"{path}: unknown key {key}{suggest(key, known)}")
+        try:
+            cfg = OmegaConf.merge(cfg, layer)
+        except OmegaConfBaseException as exc:
+            raise InvalidInput(f"{path}: {exc}".splitlines()[0]) from None
+        assert isinstance(cfg, DictConfig)
+
+    apply_overrides(cfg, parsed, known)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    return ComposedConfig(
+        algo=algo,
+        task=task,
+        sim=sim,
+        config=container,
+        overrides=tuple(parsed),
+        owner_files=tuple(str(p.relative_to(CONF_ROOT)) for p in chain),
+    )

@@ -1,0 +1,42 @@
+"""Typing rules for configuration keys outside the tensor-runtime contract.
+
+Overrides are checked against these before they are merged, the same way the
+contract checks its knobs: a value of the wrong kind fails closed instead of
+being coerced.
+"""
+
+from __future__ import annotations
+
+# Keys whose default is null, with the kind a non-null value must have.
+NULLABLE_KINDS: dict[str, type] = {
+    "env.num_threads": int,
+    "env.motion": str,
+    "training.log_dir": str,
+}
+
+# Exact ints that must be >= the given minimum.
+INT_MINIMUMS: dict[str, int] = {
+    "algo.max_iterations": 1,
+    "algo.replay_buffer_size": 1,
+    "algo.learning_starts": 0,
+    "algo.actor_hidden": 1,
+    "algo.critic_hidden": 1,
+    "algo.num_blocks": 1,
+    "algo.save_interval": 1,
+    "algo.num_bins": 2,
+    "algo.actor_update_interval": 1,
+    "algo.noise_zeta_max": 1,
+    "env.num_threads": 1,
+    "env.seed": 0,
+    "algo.seed": 0,
+}
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "env.sampler": ("uniform", "adaptive"),
+}
+
+# Set by the owner or by resolution; an override of them fails closed with the reason.
+DERIVED_KEYS: dict[str, str] = {
+    "training.sim_backend": "declared by the --sim owner; choose the owner with --sim",
+    "env.collector_tensor_device": "resolved from training.collector_tensor_device; set that instead",
+}

@@ -1,0 +1,115 @@
+"""Resolve a composed config into run_config.json (DESIGN §4).
+
+Resolution order: contract knobs -> devices -> memory budget. Every check runs
+before anything is written, so a refusal leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soaklab.config.compose import ComposedConfig
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.schemas import validate_artifact
+from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
+from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
+from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
+from soaklab.tasks.spaces import task_spaces
+
+RUN_CONFIG_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """Everything resolution decided; `record()` is the run_config.json payload."""
+
+    composed: ComposedConfig
+    settings: RuntimeSettings
+    devices: ResolvedDevices
+    budget: MemoryBudget
+    host: HostCapabilities
+    assets: dict[str, Any] | None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The composed config with the resolved carrier written to env.collector_tensor_device."""
+        cfg = json.loads(json.dumps(self.composed.config))
+        cfg["env"]["collector_tensor_device"] = self.devices.carrier
+        if self.assets and cfg["env"]["motion"] is None:
+            cfg["env"]["motion"] = self.assets["motion"]
+        return cfg
+
+    def record(self) -> dict[str, Any]:
+        config = self.config
+        return {
+            "schema_version": RUN_CONFIG_SCHEMA_VERSION,
+            "algo": self.composed.algo,
+            "task": self.composed.task,
+            "sim": self.composed.sim,
+            "owner_files": list(self.composed.owner_files),
+            "overrides": {o.key: o.value for o in self.composed.overrides},
+            "config": config,
+            "config_hash": config_hash(config),
+            "run": {
+                "resolved_devices": self.devices.as_record(),
+                "runtime_limits": self.settings.runtime_limits(),
+                "memory_budget": self.budget.as_record(),
+                "host": self.host.as_record(),
+                "assets": self.assets,
+            },
+        }
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def assets_record(manifest_path: Path | None) -> dict[str, Any] | None:
+    """Where the scene and motion of an asset manifest lie, and the manifest's hash."""
+    if manifest_path is None:
+        return None
+    try:
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw)
+        return {
+            "manifest": str(manifest_path),
+            "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+            "scene": manifest["scene"]["path"],
+            "motion": manifest["motion"]["path"],
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInput(f"{manifest_path}: not a readable asset manifest ({exc}); run `soaklab assets pull`") from None
+
+
+def resolve_run_config(
+    composed: ComposedConfig,
+    host: HostCapabilities,
+    allow_cuda_learner_cpu_carrier: bool = False,
+    manifest_path: Path | None = None,
+) -> ResolvedRun:
+    settings = resolve_runtime_settings(composed.config)
+    devices = resolve_devices(
+        composed.get("training.device"),
+        composed.get("training.collector_tensor_device"),
+        composed.get("training.sim_backend"),
+        settings.cuda_process_sharing,
+        host,
+        allow_cuda_learner_cpu_carrier,
+    )
+    replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
+    budget = compute_memory_budget(settings, replay, task_spaces(composed.task), devices, host)
+    check_memory_budget(budget)
+    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path))
+
+
+def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:
+    record = resolved.record()
+    validate_artifact("run_config", record)
+    write_json_atomic(out, record)
+    return record

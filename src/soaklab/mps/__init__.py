@@ -1,0 +1,1 @@
+"""CUDA MPS lifecycle (DESIGN §10)."""

@@ -1,0 +1,39 @@
+"""JSON schemas of every artifact soaklab writes, checked with jsonschema.
+
+The same files are what CI and users validate against (`<name>.schema.json`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from soaklab.errors import RuntimeFailure
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    text = (resources.files("soaklab") / "schemas" / f"{name}.schema.json").read_text()
+    schema = json.loads(text)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+def schema_errors(name: str, payload: Any) -> list[str]:
+    """Every violation of schema `name`, as 'path: message' lines (empty when valid)."""
+    validator = jsonschema.Draft202012Validator(load_schema(name))
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
+        for err in sorted(validator.iter_errors(payload), key=lambda e: list(e.absolute_path))
+    ]
+
+
+def validate_artifact(name: str, payload: Any) -> None:
+    """Refuse to write an artifact that breaks its own schema (a soaklab bug, exit 1)."""
+    errors = schema_errors(name, payload)
+    if errors:
+        raise RuntimeFailure(f"{name}: artifact violates its schema: {errors[0]}")

@@ -1,0 +1,170 @@
+"""The tensor-runtime knob table and its exact-int rule (DESIGN §5, seed 000).
+
+Every knob that shapes the learner/collector processes is checked here, on the
+raw value the user wrote, before it is merged into the config: a bool, a
+string, a float (even ``1.0``), zero or a negative number fails closed with an
+error naming the key, the value and the valid range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from soaklab.errors import SettingError
+
+# The only value training.cuda_process_sharing accepts besides null.
+CUDA_PROCESS_SHARING_MODES = ("mps",)
+
+
+@dataclass(frozen=True)
+class RuntimeKnob:
+    """One row of the settings table."""
+
+    key: str
+    default: int | None
+    minimum: int
+    # None: bounded by algo.num_envs instead of a constant (replay_ingress_slot_rows).
+    maximum: int | None
+    nullable: bool = False
+
+    def bound(self, num_envs: int) -> int:
+        return num_envs if self.maximum is None else self.maximum
+
+    def range_text(self, num_envs: int | None) -> str:
+        if self.maximum is None:
+            hi = "algo.num_envs" if num_envs is None else f"algo.num_envs ({num_envs})"
+        else:
+            hi = str(self.maximum)
+        text = f"an exact int in {self.minimum}..{hi}"
+        return f"null (= algo.num_envs) or {text}" if self.nullable else text
+
+
+KNOBS: tuple[RuntimeKnob, ...] = (
+    RuntimeKnob("training.inference_slot_capacity", default=1, minimum=1, maximum=16),
+    RuntimeKnob("training.collector_metrics_interval", default=1, minimum=1, maximum=10000),
+    RuntimeKnob("training.replay_ingress_depth", default=2, minimum=1, maximum=16),
+    RuntimeKnob("training.replay_ingress_slot_rows", default=None, minimum=1, maximum=None, nullable=True),
+)
+KNOBS_BY_KEY: dict[str, RuntimeKnob] = {k.key: k for k in KNOBS}
+
+# Shape keys of the learner that follow the same exact-int rule; their upper
+# bound is the memory budget, not a constant.
+EXACT_INT_ALGO_KEYS = ("algo.num_envs", "algo.batch_size", "algo.updates_per_step")
+
+CONTRACT_KEYS = frozenset([*KNOBS_BY_KEY, *EXACT_INT_ALGO_KEYS, "training.cuda_process_sharing"])
+
+
+def is_exact_int(value: Any) -> bool:
+    # bool is a subclass of int in Python; the contract rejects it explicitly.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_exact_int(key: str, value: Any, minimum: int = 1, maximum: int | None = None,
+                    expected: str | None = None) -> int:
+    """Return ``value`` if it is an exact int in [minimum, maximum], else raise."""
+    if expected is None:
+        expected = f"an exact int >= {minimum}" if maximum is None else f"an exact int in {minimum}..{maximum}"
+    if not is_exact_int(value) or value < minimum or (maximum is not None and value > maximum):
+        raise SettingError(key, value, f"must be {expected} (bool, str, float, zero and negatives are rejected)")
+    return value
+
+
+def check_cuda_process_sharing(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value in CUDA_PROCESS_SHARING_MODES):
+        return value
+    raise SettingError("training.cuda_process_sharing", value, "must be null or the string 'mps'")
+
+
+def check_contract_value(key: str, value: Any, num_envs: int | None) -> None:
+    """Check one raw (override) value against the contract; unknown keys pass through.
+
+    ``num_envs`` is the effective algo.num_envs when known, so slot rows can be
+    bounded; when it is not yet known the upper bound is checked later.
+    """
+    if key in EXACT_INT_ALGO_KEYS:
+        check_exact_int(key, value)
+    elif key == "training.cuda_process_sharing":
+        check_cuda_process_sharing(value)
+    elif key in KNOBS_BY_KEY:
+        knob = KNOBS_BY_KEY[key]
+        if value is None and knob.nullable:
+            return
+        hi = knob.maximum if knob.maximum is not None else num_envs
+        check_exact_int(key, value, knob.minimum, hi, expected=knob.range_text(num_envs))
+
+
+@dataclass(frozen=True)
+class RuntimeLimit:
+    """configured/default/effective/maximum of one knob, as run_config.json records it."""
+
+    configured: int | None
+    default: int | None
+    effective: int
+    maximum: int | None
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The bounded tensor-runtime settings handed to the runner; nothing else is."""
+
+    num_envs: int
+    batch_size: int
+    updates_per_step: int
+    inference_slot_capacity: int
+    collector_metrics_interval: int
+    replay_ingress_depth: int
+    replay_ingress_slot_rows: int
+    cuda_process_sharing: str | None
+    limits: Mapping[str, RuntimeLimit]
+
+    @property
+    def learner_rows_per_sync(self) -> int:
+        return self.batch_size * self.updates_per_step
+
+    @property
+    def ingress_chunks_per_vector(self) -> int:
+        """Chunks one collector vector of num_envs rows is published as: ceil(N / slot_rows)."""
+        return -(-self.num_envs // self.replay_ingress_slot_rows)
+
+    def runtime_limits(self) -> dict[str, dict[str, int | None]]:
+        return {key: vars(limit).copy() for key, limit in self.limits.items()}
+
+
+def lookup(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def resolve_runtime_settings(config: Mapping[str, Any]) -> RuntimeSettings:
+    """Check every contract key of a composed config (plain nested dict) and freeze it."""
+    num_envs = check_exact_int("algo.num_envs", lookup(config, "algo.num_envs"))
+    batch_size = check_exact_int("algo.batch_size", lookup(config, "algo.batch_size"))
+    updates = check_exact_int("algo.updates_per_step", lookup(config, "algo.updates_per_step"))
+    sharing = check_cuda_process_sharing(lookup(config, "training.cuda_process_sharing"))
+
+    effective: dict[str, int] = {}
+    limits: dict[str, RuntimeLimit] = {}
+    for knob in KNOBS:
+        configured = lookup(config, knob.key)
+        check_contract_value(knob.key, configured, num_envs)
+        value = num_envs if configured is None else configured
+        effective[knob.key] = value
+        limits[knob.key] = RuntimeLimit(configured, knob.default, value, knob.bound(num_envs))
+    limits["learner.rows_per_sync"] = RuntimeLimit(
+        configured=None, default=None, effective=batch_size * updates, maximum=None
+    )
+    return RuntimeSettings(
+        num_envs=num_envs,
+        batch_size=batch_size,
+        updates_per_step=updates,
+        inference_slot_capacity=effective["training.inference_slot_capacity"],
+        collector_metrics_interval=effective["training.collector_metrics_interval"],
+        replay_ingress_depth=effective["training.replay_ingress_depth"],
+        replay_ingress_slot_rows=effective["training.replay_ingress_slot_rows"],
+        cuda_process_sharing=sharing,
+        limits=limits,
+    )

@@ -1,0 +1,1 @@
+"""Tasks run by the batched env: their spaces, terms and registration."""
