@@ -36,6 +36,10 @@ def cmd_config_resolve(args: argparse.Namespace) -> int:
 
     composed = compose(args.algo, args.task, args.sim, args.overrides)
     resolved = resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), args.assets_manifest)
+    if args.mps_record is not None:
+        from soaklab.mps.record import check_mps_record, read_mps_record
+
+        check_mps_record(read_mps_record(args.mps_record), resolved.settings.cuda_process_sharing, args.mps_record)
     record = write_run_config(resolved, args.out)
     print(resolved.devices.mapping_line())
     budget = resolved.budget
@@ -48,9 +52,15 @@ def cmd_config_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_mps_ensure(args: argparse.Namespace) -> int:
+    import yaml
+
     from soaklab.mps.record import ensure_mps
 
-    ensure_mps(args.algo, args.task, args.sim, args.overrides, args.out)
+    try:
+        sharing = yaml.safe_load(args.cuda_process_sharing)
+    except yaml.YAMLError:
+        sharing = args.cuda_process_sharing
+    ensure_mps(sharing, args.out)
     return 0
 
 
@@ -73,11 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     _run_selection(resolve)
     resolve.add_argument("--out", type=Path, required=True)
     resolve.add_argument("--assets-manifest", type=Path, help="record the scene/motion of this asset manifest")
+    resolve.add_argument("--mps-record", type=Path, help="the mps_start record this run must agree with")
     resolve.set_defaults(func=cmd_config_resolve)
 
     mps = sub.add_parser("mps", help="CUDA MPS lifecycle").add_subparsers(dest="action", required=True)
     ensure = mps.add_parser("ensure", help="write the run's MPS record (the mps_start rule)")
-    _run_selection(ensure)
+    ensure.add_argument("--cuda-process-sharing", default="null", help="the run's training.cuda_process_sharing")
     ensure.add_argument("--out", type=Path, required=True)
     ensure.set_defaults(func=cmd_mps_ensure)
     return parser

@@ -1,0 +1,32 @@
+# soaklab: one DAG from asset prefetch to validated soak evidence (DESIGN §2).
+#
+#   snakemake soak --cores 1                                # default CPU run
+#   snakemake soak --cores 1 --configfile config/gpu.yaml   # canonical GPU soak
+#   snakemake soak --cores 1 -R resolve_config              # rerun one step
+#
+# Every rule calls the `soaklab` CLI with the interpreter running Snakemake, so
+# the DAG uses the same environment as `make soak` and `make test`.
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
+
+
+validate(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+
+
+include: "workflow/rules/common.smk"
+
+
+rule soak:
+    """Default target: every run in `soak_runs`, as far as the pipeline reaches today."""
+    input:
+        expand("results/{run}/run_config.json", run=config["soak_runs"]),
+    default_target: True
+
+
+include: "workflow/rules/assets.smk"
+include: "workflow/rules/mps.smk"
+include: "workflow/rules/config.smk"
