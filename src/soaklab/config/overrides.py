@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MINIMUMS, NULLABLE_KINDS
 from soaklab.errors import InvalidInput, SettingError
@@ -81,7 +81,7 @@ def check_value_kind(key: str, value: Any, default: Any) -> None:
     else:
         ok = isinstance(value, expected)
     if not ok:
-        raise SettingError(key, value, f"must be a {expected.__name__}")
+        raise SettingError(key, value, f"must be of type {expected.__name__}")
     if key in INT_MINIMUMS:
         check_exact_int(key, value, INT_MINIMUMS[key])
 
@@ -102,6 +102,9 @@ def apply_overrides(cfg: DictConfig, overrides: list[Override], known: list[str]
         if o.key in CONTRACT_KEYS:
             check_contract_value(o.key, o.value, num_envs if is_exact_int(num_envs) else None)
         else:
-            check_value_kind(o.key, o.value, OmegaConf.select(cfg, o.key))
+            default = OmegaConf.select(cfg, o.key)
+            if isinstance(default, (DictConfig, ListConfig)):
+                default = OmegaConf.to_container(default)
+            check_value_kind(o.key, o.value, default)
     for o in overrides:
         OmegaConf.update(cfg, o.key, o.value, merge=False)

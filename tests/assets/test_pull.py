@@ -1,0 +1,147 @@
+"""`soaklab assets pull`: pinned source, verification, corruption, offline, local sources."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from soaklab.assets.source import G1_WHEEL, safe_member_path
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import sha256_file
+from tests.conftest import one_line
+
+
+def pull(cli, root: Path, *extra, env=None):
+    return cli("assets", "pull", "--robot", "g1", "--dest", root / "resources", "--manifest",
+               root / "manifest.json", *extra, env=env)
+
+
+@pytest.fixture
+def pulled(cli, tmp_path, pinned_wheel):
+    result = pull(cli, tmp_path, "--source", pinned_wheel)
+    assert result.code == 0, result.err
+    return tmp_path
+
+
+def test_manifest_records_source_files_and_motion(pulled):
+    manifest = json.loads((pulled / "manifest.json").read_text())
+    source = manifest["source"]
+    assert source["kind"] == "pinned_wheel" and source["sha256"] == G1_WHEEL.sha256
+    assert source["license"]["expression"] == "Apache-2.0"
+    assert source["subtree"] == "mjlab/asset_zoo/robots/unitree_g1/xmls/"
+    paths = {Path(f["path"]).relative_to(pulled / "resources/g1").as_posix() for f in manifest["files"]}
+    assert "g1.xml" in paths and "assets/pelvis.STL" in paths
+    assert all(not p.startswith("mjlab") for p in paths), "only the G1 subtree is extracted"
+    for entry in manifest["files"] + [manifest["scene"], manifest["motion"]]:
+        assert sha256_file(Path(entry["path"])) == entry["sha256"]
+        assert Path(entry["path"]).stat().st_size == entry["bytes"]
+    assert manifest["motion"]["synthetic"] is True and manifest["motion"]["fps"] == 50.0
+
+
+def test_second_pull_verifies_and_changes_nothing(cli, pulled, pinned_wheel):
+    files = sorted(p for p in (pulled / "resources").rglob("*") if p.is_file())
+    before = {p: (p.stat().st_mtime_ns, sha256_file(p)) for p in files}
+    manifest_before = (pulled / "manifest.json").stat().st_mtime_ns
+    result = pull(cli, pulled, "--source", pinned_wheel)
+    assert result.code == 0 and "nothing changed" in result.out
+    assert {p: (p.stat().st_mtime_ns, sha256_file(p)) for p in files} == before
+    assert (pulled / "manifest.json").stat().st_mtime_ns == manifest_before
+
+
+def test_corrupted_file_is_reported_by_name_and_repairable(cli, pulled, pinned_wheel):
+    victim = pulled / "resources/g1/assets/left_knee_link.STL"
+    victim.write_bytes(b"garbage")
+    result = pull(cli, pulled, "--source", pinned_wheel)
+    assert result.code == 2
+    assert str(victim) in result.err and "corrupted" in result.err and "--repair" in result.err
+    assert victim.read_bytes() == b"garbage", "a refused pull changes nothing"
+    result = pull(cli, pulled, "--source", pinned_wheel, "--repair")
+    assert result.code == 0, result.err
+    assert pull(cli, pulled, "--source", pinned_wheel).code == 0
+
+
+def test_offline_with_missing_assets_fails_closed_without_fetching(cli, tmp_path):
+    result = pull(cli, tmp_path, env={"SOAKLAB_OFFLINE": "1"})
+    assert result.code == 2
+    assert "SOAKLAB_OFFLINE=1" in one_line(result.err)
+    assert not (tmp_path / "manifest.json").exists()
+    assert not (tmp_path / "resources/g1").exists()
+
+
+def test_offline_with_cached_wheel_works(cli, tmp_path, pinned_wheel):
+    cache = tmp_path / "resources/cache"
+    cache.mkdir(parents=True)
+    (cache / G1_WHEEL.filename).write_bytes(pinned_wheel.read_bytes())
+    result = pull(cli, tmp_path, env={"SOAKLAB_OFFLINE": "1"})
+    assert result.code == 0, result.err
+    assert json.loads((tmp_path / "manifest.json").read_text())["source"]["kind"] == "pinned_wheel"
+
+
+def test_directory_source(cli, pulled, tmp_path_factory):
+    other = tmp_path_factory.mktemp("dir-source")
+    result = pull(cli, other, "--source", pulled / "resources/g1")
+    assert result.code == 0, result.err
+    manifest = json.loads((other / "manifest.json").read_text())
+    assert manifest["source"]["kind"] == "directory"
+    assert manifest["scene"]["nu"] == 29
+
+
+def test_real_motion_clip_is_validated_and_recorded(cli, pulled, tmp_path_factory):
+    clip = pulled / "resources/g1/motions/synthetic_dance.npz"
+    real = tmp_path_factory.mktemp("clips") / "dance1.npz"
+    real.write_bytes(clip.read_bytes())
+    other = tmp_path_factory.mktemp("real-motion")
+    result = pull(cli, other, "--source", pulled / "resources/g1", "--motion", real)
+    assert result.code == 0, result.err
+    motion = json.loads((other / "manifest.json").read_text())["motion"]
+    assert motion["synthetic"] is False and motion["origin"] == str(real)
+
+
+def test_bad_motion_clip_fails_closed_and_keeps_the_old_tree(cli, pulled, tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"nope")
+    manifest_before = (pulled / "manifest.json").read_bytes()
+    result = pull(cli, pulled, "--source", pulled / "resources/g1", "--motion", bad)
+    assert result.code == 2
+    assert str(bad) in one_line(result.err)
+    assert (pulled / "manifest.json").read_bytes() == manifest_before
+    assert (pulled / "resources/g1/scene.xml").is_file()
+
+
+def test_unknown_robot_and_missing_source(cli, tmp_path):
+    assert "--robot h1" in one_line(cli("assets", "pull", "--robot", "h1", "--dest", tmp_path).err)
+    result = pull(cli, tmp_path, "--source", tmp_path / "nowhere.whl")
+    assert result.code == 2 and "nowhere.whl" in one_line(result.err)
+
+
+def test_wheel_with_escaping_member_is_refused(cli, tmp_path, pinned_wheel):
+    evil = tmp_path / "evil.whl"
+    with zipfile.ZipFile(pinned_wheel) as src, zipfile.ZipFile(evil, "w") as dst:
+        for item in src.infolist():
+            if item.filename.startswith(G1_WHEEL.subtree):
+                dst.writestr(item, src.read(item))
+        dst.writestr("mjlab/asset_zoo/robots/unitree_g1/xmls/../../../../../etc/evil", b"x")
+    result = pull(cli, tmp_path, "--source", evil)
+    assert result.code == 2 and "parent-relative" in one_line(result.err)
+    assert not (tmp_path / "resources/g1").exists()
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "a/../../b", "C:/x"])
+def test_safe_member_path_refuses_escapes(name):
+    with pytest.raises(InvalidInput):
+        safe_member_path(name, "a/")
+
+
+def test_unpinned_wheel_is_recorded_as_such(cli, tmp_path, pinned_wheel):
+    other = tmp_path / "other.whl"
+    with zipfile.ZipFile(pinned_wheel) as src, zipfile.ZipFile(other, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, src.read(item))
+        dst.writestr("extra.txt", b"changed")
+    result = pull(cli, tmp_path, "--source", other)
+    assert result.code == 0, result.err
+    source = json.loads((tmp_path / "manifest.json").read_text())["source"]
+    assert source["kind"] == "wheel" and source["sha256"] == sha256_file(other)

@@ -1,0 +1,76 @@
+"""Shared fixtures: the real pinned G1 wheel, a materialized asset tree, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from soaklab.assets.pull import PullRequest, pull_assets
+from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
+from soaklab.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_HOST = json.dumps({"cuda_device_count": 0})
+CUDA_HOST = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [80 << 30]})
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run `soaklab ARGS` in this process (the real entry point); optional simulated host."""
+
+    def run(*args: str, host: str | None = None, env: dict[str, str] | None = None) -> CliResult:
+        if host is not None:
+            monkeypatch.setenv("SOAKLAB_HOST_CAPABILITIES", host)
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def pinned_wheel(tmp_path_factory) -> Path:
+    """The pinned mjlab wheel, verified; reuses the project's cache when a pull already made it."""
+    cache = tmp_path_factory.mktemp("wheel-cache")
+    local = REPO / "resources" / "assets" / "cache" / G1_WHEEL.filename
+    if local.is_file():
+        shutil.copyfile(local, cache / G1_WHEEL.filename)
+    return fetch_pinned_wheel(G1_WHEEL, cache)
+
+
+@dataclass(frozen=True)
+class G1Assets:
+    manifest_path: Path
+    manifest: dict
+    scene: Path
+    motion: Path
+
+
+@pytest.fixture(scope="session")
+def g1_assets(tmp_path_factory, pinned_wheel) -> G1Assets:
+    root = tmp_path_factory.mktemp("assets")
+    req = PullRequest(robot="g1", source=str(pinned_wheel), motion=None, dest=root / "resources",
+                      manifest=root / "manifest.json")
+    manifest = pull_assets(req)
+    return G1Assets(req.manifest, manifest, Path(manifest["scene"]["path"]), Path(manifest["motion"]["path"]))
+
+
+def one_line(err: str) -> str:
+    """The CLI's error output must be exactly one line; return it."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one error line, got: {err!r}"
+    return lines[0]

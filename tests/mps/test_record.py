@@ -1,0 +1,45 @@
+"""The mps_start record, and its agreement with the resolved config."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import CPU_HOST, one_line
+
+
+def test_not_requested_record(cli, tmp_path):
+    out = tmp_path / "mps.json"
+    result = cli("mps", "ensure", "--cuda-process-sharing", "null", "--out", out)
+    assert result.code == 0, result.err
+    record = json.loads(out.read_text())
+    assert record["requested"] is False and record["cuda_process_sharing"] is None and record["daemon"] is None
+
+
+def test_mps_request_fails_closed_until_the_lifecycle_exists(cli, tmp_path):
+    out = tmp_path / "mps.json"
+    result = cli("mps", "ensure", "--cuda-process-sharing", "mps", "--out", out)
+    assert result.code == 2
+    assert "training.cuda_process_sharing='mps'" in one_line(result.err)
+    assert not out.exists()
+
+
+def test_invalid_sharing_value_fails_closed(cli, tmp_path):
+    out = tmp_path / "mps.json"
+    result = cli("mps", "ensure", "--cuda-process-sharing", "true", "--out", out)
+    assert result.code == 2 and "null or the string 'mps'" in one_line(result.err)
+    assert not out.exists()
+
+
+def test_resolve_checks_the_record(cli, tmp_path):
+    record = tmp_path / "mps.json"
+    cli("mps", "ensure", "--out", record)
+    out = tmp_path / "rc.json"
+    ok = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+             "algo.replay_buffer_size=100", "--mps-record", record, "--out", out, host=CPU_HOST)
+    assert ok.code == 0, ok.err
+    record.write_text('{"schema_version": 1}')
+    out.unlink()
+    bad = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+              "algo.replay_buffer_size=100", "--mps-record", record, "--out", out, host=CPU_HOST)
+    assert bad.code == 2 and str(record) in one_line(bad.err)
+    assert not out.exists()

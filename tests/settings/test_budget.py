@@ -1,0 +1,62 @@
+"""The memory budget: its breakdown, and refusals that name the knob to change."""
+
+from __future__ import annotations
+
+import json
+
+from soaklab.settings.budget import WORKSPACE_SLACK_MIN_BYTES
+from tests.conftest import one_line
+
+RUN = ("--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", "algo.num_envs=16")
+W = 924
+
+
+def test_budget_breakdown_matches_the_formula(cli, tmp_path):
+    out = tmp_path / "rc.json"
+    result = cli("config", "resolve", *RUN, "algo.replay_buffer_size=1000", "algo.batch_size=64",
+                 "algo.updates_per_step=2", "training.inference_slot_capacity=2", "--out", out,
+                 host=json.dumps({"cuda_device_count": 0}))
+    assert result.code == 0, result.err
+    budget = json.loads(out.read_text())["run"]["memory_budget"]
+    parts = budget["parts_bytes"]
+    assert budget["replay_row_width"] == W
+    assert parts["replay_storage"] == 1000 * W * 4
+    assert parts["replay_ingress"] == 2 * 16 * W * 4
+    assert parts["learner_batch"] == 2 * 64 * 2 * W * 4
+    assert parts["inference_ring"] == 2 * (16 * (160 + 29 + 1) * 4 + 4096)
+    assert parts["workspace_slack"] == WORKSPACE_SLACK_MIN_BYTES  # 10% is below the 32 MiB floor here
+    assert budget["tensor_memory_budget_bytes"] == sum(parts.values())
+    pools = {p["name"]: p for p in budget["pools"]}
+    assert set(pools) == {"shared_memory", "host"}
+    assert pools["shared_memory"]["parts"] == ["replay_ingress", "inference_ring"]
+
+
+def test_replay_too_large_for_host_memory_is_refused(cli, tmp_path):
+    out = tmp_path / "rc.json"
+    host = json.dumps({"cuda_device_count": 0, "mem_available_bytes": 8 << 30})
+    result = cli("config", "resolve", *RUN, "algo.replay_buffer_size=10000000", "--out", out, host=host)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert line.startswith("soaklab: error: algo.replay_buffer_size: memory budget refused")
+    assert "MemAvailable" in line
+    assert not out.exists()
+
+
+def test_shared_memory_too_small_names_the_ingress_knobs(cli, tmp_path):
+    out = tmp_path / "rc.json"
+    host = json.dumps({"cuda_device_count": 0, "shm_free_bytes": 64 << 10})
+    result = cli("config", "resolve", *RUN, "algo.replay_buffer_size=1000", "--out", out, host=host)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "training.replay_ingress_depth" in line and "/dev/shm" in line
+    assert not out.exists()
+
+
+def test_cuda_budget_uses_free_device_memory(cli, tmp_path):
+    out = tmp_path / "rc.json"
+    host = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [1 << 30]})
+    result = cli("config", "resolve", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mjwarp",
+                 "algo.num_envs=1024", "--out", out, host=host)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "cuda (cuda:0)" in line and "0.8 x free device memory" in line and "algo.replay_buffer_size" in line
