@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.soaklab-installed
 
-.PHONY: soak test setup clean-results
+.PHONY: soak test lint setup clean-results
 
 setup: $(STAMP)
 
@@ -17,6 +17,9 @@ soak: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests
 
 clean-results:
 	rm -rf results logs benchmarks/rules .snakemake

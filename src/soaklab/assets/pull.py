@@ -7,7 +7,6 @@ leaves half a tree behind.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from soaklab.assets.source import (
 )
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import sha256_file, write_json_atomic
-from soaklab.schemas import validate_artifact
+from soaklab.schemas import load_artifact, validate_artifact
 
 MANIFEST_SCHEMA_VERSION = 1
 EXPECTED_DIMS = {"nq": 36, "nv": 35, "nu": 29}
@@ -77,16 +76,7 @@ def manifest_problems(manifest: dict[str, Any]) -> list[str]:
 def read_manifest(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"{path}: unreadable asset manifest ({exc}); delete it and pull again") from None
-    from soaklab.schemas import schema_errors
-
-    errors = schema_errors("assets_manifest", manifest)
-    if errors:
-        raise InvalidInput(f"{path}: asset manifest violates its schema ({errors[0]}); delete it and pull again")
-    return manifest
+    return load_artifact("assets_manifest", path, "delete it and pull again")
 
 
 def same_request(manifest: dict[str, Any], req: PullRequest) -> bool:

@@ -73,7 +73,9 @@ def fetch_pinned_wheel(wheel: PinnedWheel, cache_dir: Path) -> Path:
         got = Path(tmp) / wheel.filename
         if proc.returncode != 0 or not got.is_file():
             detail = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-            raise RuntimeFailure(f"assets: cannot fetch {wheel.requirement}: {detail}; pass --source for air-gapped hosts")
+            raise RuntimeFailure(
+                f"assets: cannot fetch {wheel.requirement}: {detail}; pass --source for air-gapped hosts"
+            )
         verify_wheel(got, wheel)
         os.replace(got, cached)
     return cached

@@ -84,7 +84,9 @@ def assets_record(manifest_path: Path | None) -> dict[str, Any] | None:
             "motion": manifest["motion"]["path"],
         }
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInput(f"{manifest_path}: not a readable asset manifest ({exc}); run `soaklab assets pull`") from None
+        raise InvalidInput(
+            f"{manifest_path}: not a readable asset manifest ({exc}); run `soaklab assets pull`"
+        ) from None
 
 
 def resolve_run_config(

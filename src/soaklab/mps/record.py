@@ -10,13 +10,12 @@ or spawned.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from soaklab.errors import InvalidInput, SettingError
+from soaklab.errors import SettingError
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.schemas import schema_errors, validate_artifact
+from soaklab.schemas import load_artifact, validate_artifact
 from soaklab.settings.contract import check_cuda_process_sharing
 
 MPS_RECORD_SCHEMA_VERSION = 1
@@ -48,14 +47,7 @@ def ensure_mps(sharing: Any, out: Path) -> dict[str, Any]:
 
 
 def read_mps_record(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"{path}: unreadable MPS record ({exc}); rerun the mps_start step") from None
-    errors = schema_errors("mps_record", record)
-    if errors:
-        raise InvalidInput(f"{path}: MPS record violates its schema ({errors[0]})")
-    return record
+    return load_artifact("mps_record", path, "rerun the mps_start step")
 
 
 def check_mps_record(record: dict[str, Any], sharing: str | None, path: Path) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-from soaklab.errors import RuntimeFailure
+from soaklab.errors import InvalidInput, RuntimeFailure
 
 
 @cache
@@ -37,3 +38,15 @@ def validate_artifact(name: str, payload: Any) -> None:
     errors = schema_errors(name, payload)
     if errors:
         raise RuntimeFailure(f"{name}: artifact violates its schema: {errors[0]}")
+
+
+def load_artifact(name: str, path: Path, fix: str) -> Any:
+    """Read an artifact another step wrote and check it against its schema; fail closed naming it."""
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: unreadable {name} ({exc}); {fix}") from None
+    errors = schema_errors(name, payload)
+    if errors:
+        raise InvalidInput(f"{path}: {name} violates its schema ({errors[0]}); {fix}")
+    return payload

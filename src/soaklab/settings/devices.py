@@ -216,7 +216,8 @@ def resolve_devices(
     else:  # cuda
         if not host.has_cuda:
             raise SettingError(
-                carrier_key, carrier_request, "this host has no CUDA device (cuda never maps to Apple mps); use auto or cpu"
+                carrier_key, carrier_request,
+                "this host has no CUDA device (cuda never maps to Apple mps); use auto or cpu",
             )
         carrier = learner if learner_is_cuda else f"cuda:{host.current_cuda_device}"
         ignored, reason = False, "host bridge, explicit cuda (rank-local ordinal)"
