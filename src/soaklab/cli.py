@@ -64,6 +64,20 @@ def cmd_mps_ensure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_backend(args: argparse.Namespace) -> int:
+    from soaklab.bench.backend import ProbeSettings, run_probe
+    from soaklab.config.run_config import assets_record
+
+    assets = assets_record(args.assets_manifest)
+    assert assets is not None
+    settings = ProbeSettings(num_envs=args.num_envs, warmup=args.warmup, iters=args.iters, threads=args.threads,
+                             seed=args.seed, torch_threads=args.torch_threads, scene=Path(assets["scene"]), motion=Path(assets["motion"]))
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    run_probe(backends, settings, args.output, list(sys.argv[1:]) if args.argv is None else args.argv)
+    print(f"bench: wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="soaklab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--cuda-process-sharing", default="null", help="the run's training.cuda_process_sharing")
     ensure.add_argument("--out", type=Path, required=True)
     ensure.set_defaults(func=cmd_mps_ensure)
+
+    bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True)
+    probe = bench.add_parser("backend", help="phase-local env probe with the raw physics ceiling")
+    probe.add_argument("--backends", default="mujoco", help="comma list: mujoco,mjwarp")
+    probe.add_argument("--num-envs", type=int, required=True)
+    probe.add_argument("--warmup", type=int, default=20)
+    probe.add_argument("--iters", type=int, default=100)
+    probe.add_argument("--threads", type=int, help="physics threads (default: all cores)")
+    probe.add_argument("--seed", type=int, default=1)
+    probe.add_argument("--torch-threads", type=int, default=1,
+                       help="torch intra-op threads (default 1: the physics threads own the cores)")
+    probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"))
+    probe.add_argument("--output", type=Path, required=True)
+    probe.set_defaults(func=cmd_bench_backend, argv=None)
     return parser
 
 

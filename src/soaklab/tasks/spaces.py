@@ -26,6 +26,8 @@ class TaskSpaces:
 
 TASK_SPACES: dict[str, TaskSpaces] = {
     "g1_motion_tracking": TaskSpaces(actor_obs=160, critic_obs=286, action=29),
+    # cos/sin of the pole angle, cart position, cart and pole velocity; one force.
+    "cartpole_swingup": TaskSpaces(actor_obs=5, critic_obs=5, action=1),
 }
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks that write JSON evidence under benchmarks/ (never timed assertions in tests)."""

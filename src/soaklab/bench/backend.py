@@ -1,0 +1,168 @@
+"""`soaklab bench backend`: the phase-local env probe and its raw physics ceiling (DESIGN §3).
+
+For each backend the probe runs the G1 env with random actions and times each
+phase of an iteration. In the same run it restores every MjData to the state
+the probe started from and replays the recorded controls and resets through
+the same MjData and thread pool with no task terms: that is the raw physics
+ceiling the env is measured against.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from soaklab.config.compose import compose
+from soaklab.errors import InvalidInput
+from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.tasks.registry import make_env
+
+SCHEMA_VERSION = 1
+BACKENDS = ("mujoco", "mjwarp")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    num_envs: int
+    warmup: int
+    iters: int
+    threads: int | None
+    seed: int
+    torch_threads: int
+    scene: Path
+    motion: Path
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
+    overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
+    if s.threads is not None:
+        overrides.append(f"env.num_threads={s.threads}")
+    config = compose("sac", "g1_motion_tracking", "mujoco", overrides).config
+    env = make_env("g1_motion_tracking", config, scene=s.scene)
+    backend = env.backend  # type: ignore[attr-defined]
+    generator = torch.Generator().manual_seed(s.seed)
+    env.reset()
+    for _ in range(s.warmup):
+        env.step(torch.rand(s.num_envs, 29, generator=generator) * 2 - 1)
+
+    # Snapshot the physics state the measured run starts from, for the replay.
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    size = mujoco.mj_stateSize(backend.model, spec)
+    snapshot = np.zeros((s.num_envs, size))
+    for i, d in enumerate(backend.datas):
+        mujoco.mj_getState(backend.model, d, snapshot[i], spec)
+
+    phases: dict[str, list[float]] = {"action": [], "physics": [], "task": [], "iteration": []}
+    controls, resets = [], []
+    original_reset = backend.reset
+
+    def recording_reset(env_ids, qpos, qvel, pack=True):
+        resets[-1].append((env_ids.copy(), qpos.copy(), qvel.copy()))
+        original_reset(env_ids, qpos, qvel, pack)
+
+    backend.reset = recording_reset
+    try:
+        for _ in range(s.iters):
+            resets.append([])
+            actions = torch.rand(s.num_envs, 29, generator=generator) * 2 - 1
+            t0 = time.perf_counter()
+            env.apply_action(actions)
+            t1 = time.perf_counter()
+            backend.step()
+            t2 = time.perf_counter()
+            env.evaluate(actions)
+            t3 = time.perf_counter()
+            controls.append(backend.ctrl.copy())
+            phases["action"].append(t1 - t0)
+            phases["physics"].append(t2 - t1)
+            phases["task"].append(t3 - t2)
+            phases["iteration"].append(t3 - t0)
+    finally:
+        backend.reset = original_reset
+
+    # Raw ceiling: same MjData and pool, same controls and resets, no task terms, nothing packed.
+    for i, d in enumerate(backend.datas):
+        mujoco.mj_setState(backend.model, d, snapshot[i], spec)
+    raw: list[float] = []
+    for ctrl, events in zip(controls, resets, strict=True):
+        t0 = time.perf_counter()
+        backend.ctrl[:] = ctrl
+        backend.step_physics_only()
+        for env_ids, qpos, qvel in events:
+            backend.reset(env_ids, qpos, qvel, pack=False)
+        raw.append(time.perf_counter() - t0)
+
+    diagnostics = env.diagnostics()
+    env.close()
+    iteration_ms = _median_ms(phases["iteration"])
+    raw_ms = _median_ms(raw)
+    env_rate = s.num_envs / (iteration_ms / 1e3)
+    ceiling = s.num_envs / (raw_ms / 1e3)
+    return {
+        "backend": "mujoco",
+        "num_envs": s.num_envs,
+        "threads": backend.num_threads,
+        "decimation": backend.decimation,
+        "throughput_env_control_steps_per_s": env_rate,
+        "raw_physics_ceiling_env_steps_per_s": ceiling,
+        "env_over_ceiling": env_rate / ceiling,
+        "phases": {"iteration_ms": iteration_ms, **{f"{k}_ms": _median_ms(v) for k, v in phases.items()
+                                                      if k != "iteration"}},
+        "raw": {"iteration_ms": raw_ms},
+        "resets_per_iteration": statistics.mean(sum(len(e[0]) for e in ev) for ev in resets),
+        "backend_diagnostics": diagnostics,
+    }
+
+
+def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: list[str]) -> dict[str, Any]:
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise InvalidInput(f"--backends {unknown[0]}: unknown backend; valid: {', '.join(BACKENDS)}")
+    for flag, value in (("--num-envs", settings.num_envs), ("--iters", settings.iters)):
+        if value < 1:
+            raise InvalidInput(f"{flag} {value}: must be >= 1")
+    if settings.warmup < 0:
+        raise InvalidInput(f"--warmup {settings.warmup}: must be >= 0")
+    if settings.torch_threads < 1:
+        raise InvalidInput(f"--torch-threads {settings.torch_threads}: must be >= 1")
+    torch.set_num_threads(settings.torch_threads)
+    if settings.threads is not None and settings.threads < 1:
+        raise InvalidInput(f"--threads {settings.threads}: must be >= 1")
+    if "mjwarp" in backends:
+        raise InvalidInput("--backends mjwarp: the MJWarp backend is not available in this build; use mujoco")
+    results = []
+    for backend in backends:
+        print(f"bench: {backend} {settings.num_envs} envs, {settings.warmup} warmup + {settings.iters} iterations",
+              flush=True)
+        result = probe_mujoco(settings)
+        results.append(result)
+        print(f"bench: {backend}: {result['throughput_env_control_steps_per_s']:.0f} env-steps/s, raw ceiling "
+              f"{result['raw_physics_ceiling_env_steps_per_s']:.0f} ({result['env_over_ceiling']:.1%})", flush=True)
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "backend_probe",
+        "command": " ".join(["soaklab", *argv]),
+        "host": host_record(),
+        "versions": versions(),
+        "git": git_state(),
+        "torch_threads": torch.get_num_threads(),
+        "settings": {"num_envs": settings.num_envs, "warmup": settings.warmup, "iters": settings.iters,
+                     "threads": settings.threads, "seed": settings.seed},
+        "results": results,
+    }
+    write_json_atomic(output, record)
+    return record
+

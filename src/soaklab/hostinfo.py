@@ -1,0 +1,59 @@
+"""What machine and software a measurement ran on, for benchmark and soak JSON."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def git_state(cwd: Path | None = None) -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def versions() -> dict[str, str | None]:
+    import mujoco
+    import torch
+
+    import soaklab
+
+    found: dict[str, str | None] = {"python": sys.version.split()[0], "torch": torch.__version__,
+                                    "mujoco": mujoco.__version__, "soaklab": soaklab.__version__}
+    for name in ("warp", "mujoco_warp"):
+        try:
+            module = __import__(name)
+            found[name] = getattr(module, "__version__", "unknown")
+        except ImportError:
+            found[name] = None
+    return found
+
+
+def host_record() -> dict[str, Any]:
+    return {"cpu_model": cpu_model(), "cores": usable_cores(), "machine": platform.machine(),
+            "system": platform.system(), "hostname": platform.node()}

@@ -1,0 +1,48 @@
+"""The batched env API every task implements (DESIGN §7).
+
+All tensors have leading dimension N (envs) and live on the env's tensor
+device. `step` returns the observations after any resets, plus the final
+observations of the envs that ended (their last observation, not the reset
+one), so a replay row's next_obs is always the true successor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from soaklab.tasks.spaces import TaskSpaces
+
+
+@dataclass(frozen=True)
+class StepResult:
+    obs: torch.Tensor  # [N, actor_obs] after resets
+    critic_obs: torch.Tensor  # [N, critic_obs] after resets
+    reward: torch.Tensor  # [N]
+    terminated: torch.Tensor  # [N] bool: a failure; bootstrapping stops
+    truncated: torch.Tensor  # [N] bool: time limit or clip end; bootstrapping continues
+    final_obs: torch.Tensor  # [N, actor_obs] before resets (equals obs where nothing ended)
+    final_critic_obs: torch.Tensor  # [N, critic_obs] before resets
+    reward_terms: dict[str, torch.Tensor]  # each [N], weighted as summed into reward
+
+    @property
+    def done(self) -> torch.Tensor:
+        return self.terminated | self.truncated
+
+
+class BatchedEnv(Protocol):
+    num_envs: int
+    device: torch.device
+    spaces: TaskSpaces
+
+    def reset(self, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reset the envs in `mask` (all when None); return (obs, critic_obs) of every env."""
+        ...
+
+    def step(self, actions: torch.Tensor) -> StepResult: ...
+
+    def diagnostics(self) -> dict: ...
+
+    def close(self) -> None: ...

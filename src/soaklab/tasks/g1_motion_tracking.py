@@ -1,0 +1,390 @@
+"""G1 motion tracking, batched over N envs (DESIGN §7).
+
+Control at 50 Hz (ctrl_dt 0.02 = 4 physics steps of 0.005). Action: 29
+joint-position targets = default pose + action scale x action. The reference
+advances with the episode's time; rewards, terminations and observations are
+one batched tensor call per term (tasks/g1_terms.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from soaklab.assets import g1
+from soaklab.assets.motion import MotionClip
+from soaklab.errors import InvalidInput
+from soaklab.sim.mujoco_cpu import MujocoBackend
+from soaklab.tasks import g1_terms as terms
+from soaklab.tasks.env import StepResult
+from soaklab.tasks.quat import quat_apply_inverse, quat_from_yaw, quat_mul
+from soaklab.tasks.rng import ManagerRng
+from soaklab.tasks.sampling import FrameSampler
+from soaklab.tasks.spaces import TASK_SPACES
+
+SPACES = TASK_SPACES["g1_motion_tracking"]
+REWARD_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
+                "action_rate", "joint_limit", "undesired_contacts")
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """The task.* settings of the owner config, typed."""
+
+    ctrl_dt: float
+    decimation: int
+    anchor_body: str
+    tracked_bodies: tuple[str, ...]
+    end_effector_bodies: tuple[str, ...]
+    action_scale_factor: float
+    weights: dict[str, float]
+    stds: dict[str, float]
+    soft_ratio: float
+    anchor_height: float
+    anchor_ori: float
+    end_effector_height: float
+    uniform_ratio: float
+    adaptive_alpha: float
+    noise_joint_pos: float
+    noise_root_pos: float
+    noise_root_yaw: float
+
+    @classmethod
+    def from_config(cls, task: dict[str, Any]) -> TrackingConfig:
+        rewards = task["rewards"]
+        return cls(
+            ctrl_dt=float(task["ctrl_dt"]),
+            decimation=int(task["decimation"]),
+            anchor_body=task["anchor_body"],
+            tracked_bodies=tuple(task["tracked_bodies"]),
+            end_effector_bodies=tuple(task["end_effector_bodies"]),
+            action_scale_factor=float(task["action_scale_factor"]),
+            weights={k: float(v["weight"]) for k, v in rewards.items()},
+            stds={k: float(v["std"]) for k, v in rewards.items() if "std" in v},
+            soft_ratio=float(rewards["joint_limit"]["soft_ratio"]),
+            anchor_height=float(task["terminations"]["anchor_height"]),
+            anchor_ori=float(task["terminations"]["anchor_ori"]),
+            end_effector_height=float(task["terminations"]["end_effector_height"]),
+            uniform_ratio=float(task["sampler_settings"]["adaptive_uniform_ratio"]),
+            adaptive_alpha=float(task["sampler_settings"]["adaptive_alpha"]),
+            noise_joint_pos=float(task["reset_noise"]["joint_pos"]),
+            noise_root_pos=float(task["reset_noise"]["root_pos"]),
+            noise_root_yaw=float(task["reset_noise"]["root_yaw"]),
+        )
+
+
+FRAME_SENSORS = (
+    ("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS, 3),
+    ("quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT, 4),
+    ("lin_vel", mujoco.mjtSensor.mjSENS_FRAMELINVEL, 3),
+    ("ang_vel", mujoco.mjtSensor.mjSENS_FRAMEANGVEL, 3),
+)
+# Contact sensor parameters: report the number of matching contacts ("found"), unreduced, one slot.
+CONTACT_FOUND = [1, 0, 1]
+
+
+def frame_bodies(cfg: TrackingConfig, root: str) -> list[str]:
+    """Bodies whose frames the task reads: tracked ones first, then any anchor/end effector/root not tracked."""
+    names = list(cfg.tracked_bodies)
+    for extra in (cfg.anchor_body, *cfg.end_effector_bodies, root):
+        if extra not in names:
+            names.append(extra)
+    return names
+
+
+def undesired_contact_bodies(spec: mujoco.MjSpec) -> list[str]:
+    """Robot bodies with a collision geom other than the feet: their contacts are penalized."""
+    names = []
+    for body in spec.bodies:
+        geoms = [g for g in body.geoms if g.contype or g.conaffinity]
+        if body.name and body.name != "world" and any(not g1.FOOT_GEOM_PATTERN.match(g.name) for g in geoms):
+            names.append(body.name)
+    return names
+
+
+def build_tracking_model(scene_xml: str, cfg: TrackingConfig) -> tuple[mujoco.MjModel, list[str], int]:
+    """The scene plus the sensors the task reads: world-frame pose and velocity of each frame
+    body (computed by MuJoCo in mj_step1, packed in one copy) and one contact counter per
+    undesired body. Returns the model, the frame bodies and the number of contact sensors."""
+    spec = mujoco.MjSpec.from_file(scene_xml)
+    bodies = {b.name for b in spec.bodies}
+    root = spec.worldbody.first_body().name
+    frames = frame_bodies(cfg, root)
+    for name, key in [(n, "task.tracked_bodies") for n in cfg.tracked_bodies] + [
+            (cfg.anchor_body, "task.anchor_body")] + [(n, "task.end_effector_bodies") for n in cfg.end_effector_bodies]:
+        if name not in bodies:
+            raise InvalidInput(f"{key}: body {name!r} is not in the G1 scene")
+    for field, sensor_type, _ in FRAME_SENSORS:
+        for name in frames:
+            spec.add_sensor(name=f"task_{field}_{name}", type=sensor_type, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                            objname=name)
+    contact_bodies = undesired_contact_bodies(spec)
+    for name in contact_bodies:
+        sensor = spec.add_sensor(name=f"task_contact_{name}", type=mujoco.mjtSensor.mjSENS_CONTACT,
+                                 objtype=mujoco.mjtObj.mjOBJ_BODY, objname=name)
+        sensor.intprm = CONTACT_FOUND
+    return spec.compile(), frames, len(contact_bodies)
+
+
+def sensor_block(model: mujoco.MjModel, names: list[str], width: int) -> int:
+    """Start of a contiguous run of sensors in sensordata (the scene has sensors of its own first)."""
+    adrs = [model.sensor(n).adr[0] for n in names]
+    start = adrs[0]
+    if adrs != [start + i * width for i in range(len(names))]:
+        raise RuntimeError(f"task sensors {names[0]}.. are not contiguous in sensordata")
+    return int(start)
+
+
+def undesired_contact_names(model: mujoco.MjModel, count: int) -> list[str]:
+    names = [model.sensor(i).name for i in range(model.nsensor)]
+    return [n.removeprefix("task_contact_") for n in names if n.startswith("task_contact_")][:count]
+
+
+class G1MotionTrackingEnv:
+    spaces = SPACES
+
+    def __init__(self, scene_xml: str, clip: MotionClip, cfg: TrackingConfig, num_envs: int, seed: object,
+                 num_threads: int | None = None, sampler: str = "adaptive", episode_length_s: float = 10.0,
+                 device: str | torch.device = "cpu", compile_terms: bool = False) -> None:
+        model, frames, num_contact = build_tracking_model(scene_xml, cfg)
+        if abs(cfg.ctrl_dt - cfg.decimation * model.opt.timestep) > 1e-9:
+            raise InvalidInput(
+                f"task.ctrl_dt={cfg.ctrl_dt}: must equal task.decimation x physics dt ({model.opt.timestep})"
+            )
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.cfg = cfg
+        self.rng = ManagerRng(seed, self.device)
+        self.backend = MujocoBackend(model, num_envs, cfg.decimation, num_threads)
+        dev = self.device
+
+        def t(x: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
+
+        # Reference bodies in the order of the frame sensors (the clip holds every body in model order).
+        clip_index = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) - 1 for n in frames]
+        k = len(frames)
+        # One [T, width] table per reference frame, so a lookup is a single gather (then views).
+        fields = {
+            "joint_pos": clip.joint_pos, "joint_vel": clip.joint_vel,
+            "pos": clip.body_pos_w[:, clip_index], "quat": clip.body_quat_w[:, clip_index],
+            "lin_vel": clip.body_lin_vel_w[:, clip_index], "ang_vel": clip.body_ang_vel_w[:, clip_index],
+        }
+        frames_total = clip.num_frames
+        self.ref_table = t(np.concatenate([np.asarray(v).reshape(frames_total, -1) for v in fields.values()], axis=1))
+        self._ref_layout: list[tuple[str, int, tuple[int, ...]]] = []
+        start = 0
+        for name, value in fields.items():
+            shape = tuple(np.asarray(value).shape[1:])
+            self._ref_layout.append((name, start, shape))
+            start += int(np.prod(shape))
+        self.num_frames = clip.num_frames
+        self.frames_per_step = clip.fps * cfg.ctrl_dt
+
+        # Tracked bodies are the first frames (frame_bodies puts them first): a slice, not a gather.
+        self.tracked = slice(0, len(cfg.tracked_bodies))
+        self.anchor = frames.index(cfg.anchor_body)
+        self.root = frames.index(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, 1))
+        self.end_effectors = torch.tensor([frames.index(n) for n in cfg.end_effector_bodies], device=dev)
+        joints = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(1, model.njnt)]
+        self.default_joint_pos = t([g1.default_joint_pos(j) for j in joints])
+        self.action_scale = t([cfg.action_scale_factor * g1.motor_class(j).effort_limit / g1.motor_class(j).kp
+                               for j in joints])
+        lo, hi = t(model.jnt_range[1:, 0]), t(model.jnt_range[1:, 1])
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        self.joint_lo, self.joint_hi = lo, hi
+        self.soft_lo, self.soft_hi = mid - cfg.soft_ratio * half, mid + cfg.soft_ratio * half
+
+        self.max_episode_steps = int(round(episode_length_s / cfg.ctrl_dt))
+        self.sampler = FrameSampler(self.num_frames, self.rng, sampler, cfg.uniform_ratio, cfg.adaptive_alpha,
+                                    lookahead=max(1, int(round(clip.fps))))
+        n = num_envs
+        self.start_frame = torch.zeros(n, dtype=torch.long, device=dev)
+        self.episode_step = torch.zeros(n, dtype=torch.long, device=dev)
+        self.last_action = torch.zeros(n, SPACES.action, device=dev)
+        # Zero-copy views of the backend's packed host state, sensors split by kind.
+        # The per-step terms fuse into one Inductor graph when compiled (the eager path runs the
+        # same function, for debugging and for tests that should not pay the compile).
+        self.compiled = compile_terms
+        self._step_terms = torch.compile(self.step_terms, dynamic=False) if compile_terms else self.step_terms
+        b = self.backend
+        base = b.slices["sensordata"].start
+        self._qpos_slice, self._qvel_slice = b.slices["qpos"], b.slices["qvel"]
+        self._frame_slices: dict[str, tuple[slice, int]] = {}
+        for field, _, width in FRAME_SENSORS:
+            start = base + sensor_block(model, [f"task_{field}_{n}" for n in frames], width)
+            self._frame_slices[field] = (slice(start, start + k * width), width)
+        contact_names = [f"task_contact_{n}" for n in undesired_contact_names(model, num_contact)]
+        start = base + sensor_block(model, contact_names, 1)
+        self._contact_slice = slice(start, start + num_contact)
+
+    # -- state -------------------------------------------------------------------------------------
+    @property
+    def frame(self) -> torch.Tensor:
+        offset = torch.floor(self.episode_step.to(torch.float32) * self.frames_per_step + 0.5).long()
+        return (self.start_frame + offset).clamp(max=self.num_frames - 1)
+
+    def _robot(self, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Robot state of all envs (or rows `ids`) as tensors on the env device (views on a CPU env)."""
+        dev = self.device
+        # One contiguous copy of the packed rows, then views: strided math on the packed
+        # buffer is slower than the copy.
+        state = self.backend.state.to(dev)
+        state = state[ids] if ids is not None else state.clone()
+        n = state.shape[0]
+        robot = {field: state[:, sl].view(n, -1, width) for field, (sl, width) in self._frame_slices.items()}
+        robot["joint_pos"], robot["joint_vel"] = state[:, self._qpos_slice][:, 7:], state[:, self._qvel_slice][:, 6:]
+        # Bodies touching something (the contact sensors count matching contacts per body).
+        robot["contacts"] = (state[:, self._contact_slice] > 0).sum(-1).to(torch.float32)
+        return robot
+
+    def _reference(self, frame: torch.Tensor) -> dict[str, torch.Tensor]:
+        rows = self.ref_table[frame]
+        n = rows.shape[0]
+        return {name: rows[:, start:start + int(np.prod(shape))].view(n, *shape)
+                for name, start, shape in self._ref_layout}
+
+    # -- terms -------------------------------------------------------------------------------------
+    def reward_terms(self, robot: dict, ref: dict, action: torch.Tensor,
+                     previous_action: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each term weighted (and scaled by ctrl_dt) as it enters the reward."""
+        a, s, w = self.anchor, self.cfg.stds, self.cfg.weights
+        tb = self.tracked
+        ref_pos, ref_quat = terms.reanchor(ref["pos"][:, tb], ref["quat"][:, tb], ref["pos"][:, a], ref["quat"][:, a],
+                                           robot["pos"][:, a], robot["quat"][:, a])
+        raw = {
+            "anchor_pos": terms.anchor_pos_reward(ref["pos"][:, a], robot["pos"][:, a], s["anchor_pos"]),
+            "anchor_ori": terms.anchor_ori_reward(ref["quat"][:, a], robot["quat"][:, a], s["anchor_ori"]),
+            "body_pos": terms.body_pos_reward(ref_pos, robot["pos"][:, tb], s["body_pos"]),
+            "body_ori": terms.body_ori_reward(ref_quat, robot["quat"][:, tb], s["body_ori"]),
+            "body_lin_vel": terms.body_vel_reward(ref["lin_vel"][:, tb], robot["lin_vel"][:, tb], s["body_lin_vel"]),
+            "body_ang_vel": terms.body_vel_reward(ref["ang_vel"][:, tb], robot["ang_vel"][:, tb], s["body_ang_vel"]),
+            "action_rate": terms.action_rate_penalty(action, previous_action),
+            "joint_limit": terms.joint_limit_penalty(robot["joint_pos"], self.soft_lo, self.soft_hi),
+            "undesired_contacts": robot["contacts"],
+        }
+        dt = self.cfg.ctrl_dt
+        return {name: w[name] * value * dt for name, value in raw.items()}
+
+    def failures(self, robot: dict, ref: dict) -> torch.Tensor:
+        a, ee = self.anchor, self.end_effectors
+        ref_ee, _ = terms.reanchor(ref["pos"][:, ee], ref["quat"][:, ee], ref["pos"][:, a], ref["quat"][:, a],
+                                   robot["pos"][:, a], robot["quat"][:, a])
+        return (
+            terms.anchor_height_failed(ref["pos"][:, a, 2], robot["pos"][:, a, 2], self.cfg.anchor_height)
+            | terms.anchor_ori_failed(ref["quat"][:, a], robot["quat"][:, a], self.cfg.anchor_ori)
+            | terms.end_effector_height_failed(ref_ee[..., 2], robot["pos"][:, ee, 2], self.cfg.end_effector_height)
+        )
+
+    def observe(self, robot: dict, ref: dict, last_action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, tb = self.anchor, self.tracked
+        root = self.root
+        pelvis_quat = robot["quat"][:, root]
+        actor = torch.cat([
+            ref["joint_pos"], ref["joint_vel"],
+            terms.anchor_error_in_anchor_frame(ref["pos"][:, a], ref["quat"][:, a], robot["pos"][:, a],
+                                               robot["quat"][:, a]),
+            quat_apply_inverse(pelvis_quat, robot["lin_vel"][:, root]),
+            quat_apply_inverse(pelvis_quat, robot["ang_vel"][:, root]),
+            robot["joint_pos"] - self.default_joint_pos,
+            robot["joint_vel"],
+            last_action,
+        ], dim=-1)
+        privileged = terms.bodies_in_anchor_frame(robot["pos"][:, tb], robot["quat"][:, tb], robot["pos"][:, a],
+                                                  robot["quat"][:, a])
+        return actor, torch.cat([actor, privileged], dim=-1)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def reset(self, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if mask is None:
+            mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        ids = mask.nonzero(as_tuple=True)[0]
+        if len(ids):
+            self._reset_envs(ids)
+        return self.observe(self._robot(), self._reference(self.frame), self.last_action)
+
+    def _reset_envs(self, ids: torch.Tensor) -> None:
+        k, c = len(ids), self.cfg
+        frames = self.sampler.sample(k)
+        ref = self._reference(frames)
+        joint_pos = ref["joint_pos"] + self.rng.uniform((k, SPACES.action), -c.noise_joint_pos, c.noise_joint_pos)
+        joint_pos = torch.maximum(torch.minimum(joint_pos, self.joint_hi), self.joint_lo)
+        r = self.root
+        root_pos = ref["pos"][:, r].clone()
+        root_pos[:, :2] += self.rng.uniform((k, 2), -c.noise_root_pos, c.noise_root_pos)
+        yaw = self.rng.uniform((k,), -c.noise_root_yaw, c.noise_root_yaw)
+        root_quat = quat_mul(quat_from_yaw(yaw), ref["quat"][:, r])
+        # Free joint: linear velocity in the world frame, angular velocity in the body frame.
+        root_ang_local = quat_apply_inverse(root_quat, ref["ang_vel"][:, r])
+        qpos = torch.cat([root_pos, root_quat, joint_pos], dim=-1)
+        qvel = torch.cat([ref["lin_vel"][:, r], root_ang_local, ref["joint_vel"]], dim=-1)
+        self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
+        self.start_frame[ids] = frames
+        self.episode_step[ids] = 0
+        self.last_action[ids] = 0.0
+
+    def set_reference_state(self, mask: torch.Tensor | None = None) -> None:
+        """Put the selected envs exactly on their current reference frame (kinematic replay, tests)."""
+        ids = torch.arange(self.num_envs, device=self.device) if mask is None else mask.nonzero(as_tuple=True)[0]
+        ref, r = self._reference(self.frame[ids]), self.root
+        root_quat = ref["quat"][:, r]
+        qpos = torch.cat([ref["pos"][:, r], root_quat, ref["joint_pos"]], dim=-1)
+        qvel = torch.cat([ref["lin_vel"][:, r], quat_apply_inverse(root_quat, ref["ang_vel"][:, r]),
+                          ref["joint_vel"]], dim=-1)
+        self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
+
+    def apply_action(self, actions: torch.Tensor) -> None:
+        targets = self.default_joint_pos + self.action_scale * actions
+        self.backend.ctrl_tensor.copy_(targets)
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        # Physics: the backend steps every env `decimation` times and repacks its state.
+        self.apply_action(actions)
+        self.backend.step()
+        return self.evaluate(actions)
+
+    def step_terms(self, frame: torch.Tensor, actions: torch.Tensor, previous_action: torch.Tensor
+                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rewards, failures and observations of every env: a pure function of the packed state,
+        the reference frame and the actions, so it can run compiled (one fused graph) or eager."""
+        robot, ref = self._robot(), self._reference(frame)
+        reward_terms = self.reward_terms(robot, ref, actions, previous_action)
+        final_obs, final_critic = self.observe(robot, ref, actions)
+        return reward_terms, self.failures(robot, ref), final_obs, final_critic
+
+    def evaluate(self, actions: torch.Tensor) -> StepResult:
+        """Everything after physics: advance the reference, terms, observations, resets."""
+        actions = actions.detach().to(self.device, torch.float32)
+        self.episode_step += 1
+        frame = self.frame
+        reward_terms, terminated, final_obs, final_critic = self._step_terms(frame, actions, self.last_action)
+        reward = torch.stack(list(reward_terms.values())).sum(0)
+        truncated = ((self.episode_step >= self.max_episode_steps) | (frame >= self.num_frames - 1)) & ~terminated
+        self.last_action = actions.clone()
+        done = terminated | truncated
+        self.sampler.record(frame[terminated])
+        obs, critic = final_obs, final_critic
+        ids = done.nonzero(as_tuple=True)[0]
+        if len(ids):
+            # Only the reset rows change: recompute their observations, keep the final ones elsewhere.
+            self._reset_envs(ids)
+            obs, critic = final_obs.clone(), final_critic.clone()
+            obs[ids], critic[ids] = self.observe(self._robot(ids), self._reference(self.frame[ids]),
+                                                 self.last_action[ids])
+        return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms)
+
+    def diagnostics(self) -> dict:
+        return self.backend.diagnostics()
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def episode_return_bound(cfg: TrackingConfig) -> float:
+    """Largest per-step reward: every positive term at its maximum of 1."""
+    return sum(w for k, w in cfg.weights.items() if w > 0) * cfg.ctrl_dt
+
