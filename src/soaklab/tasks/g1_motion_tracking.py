@@ -165,6 +165,7 @@ class G1MotionTrackingEnv:
         def t(x: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
 
+        self.clip = clip
         # Reference bodies in the order of the frame sensors (the clip holds every body in model order).
         clip_index = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) - 1 for n in frames]
         k = len(frames)

@@ -1,0 +1,48 @@
+"""`soaklab bench backend`: the probe writes its JSON; bad flags fail closed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import one_line
+
+
+def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
+    out = tmp_path / "probe.json"
+    result = cli("bench", "backend", "--backends", "mujoco", "--num-envs", "4", "--warmup", "1", "--iters", "3",
+                 "--threads", "2", "--assets-manifest", g1_assets.manifest_path, "--output", out)
+    assert result.code == 0, result.err
+    record = json.loads(out.read_text())
+    assert record["schema_version"] == 1 and record["command"].startswith("soaklab bench backend")
+    assert record["host"]["cores"] >= 1 and record["versions"]["mujoco"]
+    (probe,) = record["results"]
+    assert probe["num_envs"] == 4 and probe["threads"] == 2
+    assert probe["throughput_env_control_steps_per_s"] > 0 and probe["raw_physics_ceiling_env_steps_per_s"] > 0
+    assert set(probe["phases"]) == {"iteration_ms", "action_ms", "physics_ms", "task_ms"}
+    assert probe["backend_diagnostics"]["available"] is True
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (("--backends", "isaac"), "--backends isaac"),
+    (("--backends", "mjwarp"), "--backends mjwarp"),
+    (("--num-envs", "0"), "--num-envs 0"),
+    (("--iters", "0"), "--iters 0"),
+    (("--torch-threads", "0"), "--torch-threads 0"),
+])
+def test_bad_flags_fail_closed(cli, g1_assets, tmp_path, flags, words):
+    out = tmp_path / "probe.json"
+    args = {"--backends": "mujoco", "--num-envs": "4", "--iters": "2", "--torch-threads": "1"}
+    args.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    flat = [x for kv in args.items() for x in kv]
+    result = cli("bench", "backend", *flat, "--assets-manifest", g1_assets.manifest_path, "--output", out)
+    assert result.code == 2
+    assert words in one_line(result.err)
+    assert not out.exists()
+
+
+def test_missing_manifest_fails_closed(cli, tmp_path):
+    result = cli("bench", "backend", "--num-envs", "4", "--assets-manifest", tmp_path / "none.json",
+                 "--output", tmp_path / "p.json")
+    assert result.code == 2 and "soaklab assets pull" in one_line(result.err)
