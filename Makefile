@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(VENV)/bin/pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests benchmarks
 
 clean-results:
 	rm -rf results logs benchmarks/rules .snakemake

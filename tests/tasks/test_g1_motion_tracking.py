@@ -115,7 +115,8 @@ def numpy_rewards(env, i: int, action: np.ndarray, previous: np.ndarray) -> dict
         "body_lin_vel": w["body_lin_vel"] * dt * np.exp(-np.mean(lin_err) / s["body_lin_vel"] ** 2),
         "body_ang_vel": w["body_ang_vel"] * dt * np.exp(-np.mean(ang_err) / s["body_ang_vel"] ** 2),
         "action_rate": w["action_rate"] * dt * np.sum((action - previous) ** 2),
-        "joint_limit": w["joint_limit"] * dt * np.sum(np.clip(soft_lo - qpos, 0, None) + np.clip(qpos - soft_hi, 0, None)),
+        "joint_limit": w["joint_limit"] * dt * np.sum(np.clip(soft_lo - qpos, 0, None)
+                                                      + np.clip(qpos - soft_hi, 0, None)),
     }
 
 
