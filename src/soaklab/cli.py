@@ -64,6 +64,18 @@ def cmd_mps_ensure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from soaklab.rl.train import resolve_training, train
+
+    resolved = resolve_training(args.run_config, args.algo, args.task, args.sim, args.overrides,
+                                args.assets_manifest)
+    run_dir, summary = train(resolved)
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
+          f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
+    return 0 if summary["status"] == "completed" else 1
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -106,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--cuda-process-sharing", default="null", help="the run's training.cuda_process_sharing")
     ensure.add_argument("--out", type=Path, required=True)
     ensure.set_defaults(func=cmd_mps_ensure)
+
+    train = sub.add_parser("train", help="run the learner and its collector")
+    train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve`")
+    train.add_argument("--algo")
+    train.add_argument("--task")
+    train.add_argument("--sim")
+    train.add_argument("--assets-manifest", type=Path, help="default: the run config's, or results/assets/")
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    train.set_defaults(func=cmd_train)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True)
     probe = bench.add_parser("backend", help="phase-local env probe with the raw physics ceiling")

@@ -19,7 +19,7 @@ from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
-from soaklab.tasks.spaces import task_spaces
+from soaklab.tasks.spaces import TaskSpaces, task_spaces
 
 RUN_CONFIG_SCHEMA_VERSION = 1
 
@@ -34,6 +34,20 @@ class ResolvedRun:
     budget: MemoryBudget
     host: HostCapabilities
     assets: dict[str, Any] | None
+
+    @property
+    def spaces(self) -> TaskSpaces:
+        return task_spaces(self.composed.task)
+
+    @property
+    def reward_terms(self) -> tuple[str, ...]:
+        from soaklab.tasks.registry import reward_terms
+
+        return reward_terms(self.composed.task)
+
+    @property
+    def scene(self) -> str | None:
+        return self.assets["scene"] if self.assets else None
 
     @property
     def config(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from soaklab.tasks.rng import ManagerRng
 from soaklab.tasks.spaces import TASK_SPACES
 
 SPACES = TASK_SPACES["cartpole_swingup"]
+REWARD_TERMS = ("upright", "centered", "control")
 PHYSICS_DT = 0.01
 
 

@@ -46,3 +46,16 @@ def make_env(task: str, config: dict[str, Any], scene: Path | None = None, devic
         return CartpoleSwingupEnv(SwingupConfig.from_config(config["task"]), algo["num_envs"], env_cfg["seed"],
                                   env_cfg["num_threads"], env_cfg["episode_length_s"], device)
     raise SettingError("--task", task, "has no env builder")
+
+
+def reward_terms(task: str) -> tuple[str, ...]:
+    """Names of the task's reward terms, in the order the env reports them."""
+    if task == "g1_motion_tracking":
+        from soaklab.tasks.g1_motion_tracking import REWARD_TERMS
+
+        return REWARD_TERMS
+    if task == "cartpole_swingup":
+        from soaklab.tasks.cartpole import REWARD_TERMS as CARTPOLE_TERMS
+
+        return CARTPOLE_TERMS
+    raise SettingError("--task", task, "has no env builder")

@@ -1,0 +1,196 @@
+"""The collector process: owns the env, never the actor (DESIGN §8).
+
+Spawned by the learner. It publishes observations into the inference ring,
+steps its group of envs with the actions the learner answers, and publishes
+every transition through replay ingress. It ignores SIGINT (the learner
+handles Ctrl-C) and exits when the learner dies (parent-death signal, and a
+parent check in every wait).
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
+from soaklab.rl.faults import Fault
+from soaklab.rl.shm import SharedArrays
+
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class CollectorSpec:
+    handles: ChannelHandles
+    task: str
+    config: dict[str, Any]
+    scene: str | None
+    vector_steps: int
+    metrics_interval: int
+    reward_terms: tuple[str, ...]
+    torch_threads: int
+    parent_pid: int
+    fault: Fault | None
+    run_dir: str
+
+
+def set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when the learner dies (no-op elsewhere)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any]:
+    """Config of one inference group: its env count, and a seed offset so groups differ."""
+    cfg = copy.deepcopy(config)
+    cfg["algo"]["num_envs"] = size
+    cfg["env"]["seed"] = int(cfg["env"]["seed"]) + group
+    return cfg
+
+
+def collector_main(spec: CollectorSpec) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_parent_death_signal()
+    torch.set_num_threads(spec.torch_threads)
+    arrays = SharedArrays(spec.handles.specs, create=False)
+    code = 0
+    try:
+        Collector(spec, arrays).run()
+    except Stopped:
+        arrays["control"][C.STOP_RETURNS] += 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        arrays.close()
+    os._exit(code)
+
+
+class Collector:
+    def __init__(self, spec: CollectorSpec, arrays: SharedArrays) -> None:
+        from soaklab.tasks.registry import make_env
+
+        self.spec, self.h, self.layout = spec, spec.handles, spec.handles.layout
+        self.ctl = arrays["control"]
+        self.ring_obs, self.ring_dones = arrays["ring_obs"], arrays["ring_dones"]
+        self.ring_actions = arrays["ring_actions"]
+        self.ingress, self.ingress_rows, self.metrics = arrays["ingress"], arrays["ingress_rows"], arrays["metrics"]
+        self.bounds = self.layout.group_bounds
+        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None)
+                     for g, (a, b) in enumerate(self.bounds)]
+        write_json_atomic(Path(spec.run_dir) / "backend_diagnostics.json", self.envs[0].diagnostics())
+        self.rows = self.layout.row_slices()
+        self.staging = np.zeros((self.layout.num_envs, self.layout.row_width), dtype=np.float32)
+        self.term_sums = np.zeros(len(spec.reward_terms))
+        self.term_count = 0
+
+    def parent_alive(self) -> bool:
+        return os.getppid() == self.spec.parent_pid
+
+    def publish_obs(self, g: int, obs: torch.Tensor, dones: torch.Tensor) -> None:
+        n = obs.shape[0]
+        self.ring_obs[g, :n] = obs.cpu().numpy()
+        self.ring_dones[g, :n] = dones.cpu().numpy()
+        ctl = self.ctl
+        ctl[C.TICKS_PUBLISHED] += 1
+        bump_max(ctl, C.MAX_IN_FLIGHT, int(ctl[C.TICKS_PUBLISHED] - ctl[C.TICKS_ANSWERED]))
+        self.h.obs_ready[g].release()
+
+    def publish_vector(self) -> None:
+        """Publish the staged vector as ceil(N / slot_rows) chunks, waiting on backpressure."""
+        ctl, depth, rows = self.ctl, self.layout.depth, self.layout.slot_rows
+        for start in range(0, self.layout.num_envs, rows):
+            chunk = self.staging[start:start + rows]
+            if not self.h.ingress_free.acquire(block=False):
+                ctl[C.BACKPRESSURE_WAITS] += 1
+                t0 = time.perf_counter_ns()
+                try:
+                    wait(self.h.ingress_free, ctl, self.parent_alive)
+                except Stopped:
+                    ctl[C.EARLY_RETURNS] += 1  # a partial vector is never published
+                    raise
+                finally:
+                    ctl[C.BACKPRESSURE_WAIT_NS] += time.perf_counter_ns() - t0
+            t0 = time.perf_counter_ns()
+            slot = int(ctl[C.INGRESS_PUBLISHED] % depth)
+            self.ingress[slot, :len(chunk)] = chunk
+            self.ingress_rows[slot] = len(chunk)
+            ctl[C.INGRESS_WRITE_NS] += time.perf_counter_ns() - t0
+            ctl[C.INGRESS_PUBLISHED] += 1
+            bump_max(ctl, C.HIGH_WATER, int(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]))
+            self.h.ingress_filled.release()
+
+    def write_metrics(self) -> None:
+        if self.term_count:
+            self.metrics[: len(self.term_sums)] = self.term_sums / self.term_count
+        self.term_sums[:] = 0
+        self.term_count = 0
+        self.ctl[C.METRICS_SEQ] += 1
+
+    def fault_hooks(self, step: int) -> None:
+        fault = self.spec.fault
+        if fault is None:
+            return
+        if fault.due("kill_collector", step):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault.due("hang_collector", step):
+            while self.parent_alive() and not self.ctl[C.STOP]:
+                time.sleep(0.1)
+            raise Stopped()
+
+    def run(self) -> None:
+        ctl, r = self.ctl, self.rows
+        prev = []
+        for g, env in enumerate(self.envs):
+            obs, critic = env.reset()
+            prev.append((obs, critic))
+            self.publish_obs(g, obs, torch.zeros(obs.shape[0]))
+        ctl[C.READY] = 1
+        for step in range(self.spec.vector_steps):
+            self.fault_hooks(step)
+            last = step == self.spec.vector_steps - 1
+            for g, (a, b) in enumerate(self.bounds):
+                t0 = time.perf_counter_ns()
+                wait(self.h.act_ready[g], ctl, self.parent_alive)
+                ctl[C.ACTION_WAIT_NS] += time.perf_counter_ns() - t0
+                actions = torch.from_numpy(self.ring_actions[g, : b - a].copy())
+                ctl[C.TICKS_CONSUMED] += 1
+                bump_max(ctl, C.MAX_PUBLICATION_LAG, int(ctl[C.TICKS_ANSWERED] - ctl[C.TICKS_CONSUMED]) + 1)
+                t0 = time.perf_counter_ns()
+                result = self.envs[g].step(actions)
+                ctl[C.ENV_STEP_NS] += time.perf_counter_ns() - t0
+                obs, critic = prev[g]
+                rows = self.staging[a:b]
+                rows[:, r["obs"]] = obs.cpu().numpy()
+                rows[:, r["next_obs"]] = result.final_obs.cpu().numpy()
+                rows[:, r["critic"]] = critic.cpu().numpy()
+                rows[:, r["next_critic"]] = result.final_critic_obs.cpu().numpy()
+                rows[:, r["action"]] = actions.numpy()
+                rows[:, r["reward"]] = result.reward.cpu().numpy()[:, None]
+                rows[:, r["terminated"]] = result.terminated.cpu().numpy()[:, None]
+                rows[:, r["truncated"]] = result.truncated.cpu().numpy()[:, None]
+                self.term_sums += [float(result.reward_terms[k].mean()) for k in self.spec.reward_terms]
+                self.term_count += 1
+                prev[g] = (result.obs, result.critic_obs)
+                if not last:  # after the final step nothing is left to answer
+                    self.publish_obs(g, result.obs, result.done.to(torch.float32))
+            if (step + 1) % self.spec.metrics_interval == 0 or last:
+                self.write_metrics()  # before the ingress, so the learner sees step's metrics once drained
+            self.publish_vector()
+            ctl[C.VECTOR_STEPS] += 1
+        for env in self.envs:
+            env.close()

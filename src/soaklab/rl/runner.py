@@ -1,0 +1,350 @@
+"""The learner: owns actor, critics, replay ring, inference and logging (DESIGN §8).
+
+`train(resolved, run_dir)` runs one training to completion or failure and
+always ends the same way: stop the collector (signal, join, terminate), close
+the replay pipeline, snapshot counters, write the final checkpoint, close the
+logger, write run_summary.json. Cleanup errors are recorded, never raised over
+the original error.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from soaklab.config.run_config import ResolvedRun
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.rl.agents import make_agent
+from soaklab.rl.channels import C, Layout, PeerDied, make_channels, wait
+from soaklab.rl.collector import CollectorSpec, collector_main
+from soaklab.rl.faults import Fault, fault_from_env
+from soaklab.rl.logging import EpisodeStats, RunLogger
+from soaklab.rl.replay import ReplayRing
+from soaklab.rl.summary import build_summary, validate_summary
+
+JOIN_TIMEOUT_S = 5.0
+READY_TIMEOUT_S = 900.0  # the first compile of the task terms can take minutes on a cold cache
+LEARNER_TORCH_THREADS = 1  # fixed, so CPU runs are bitwise reproducible; the collector owns the cores
+
+
+class Cancelled(BaseException):
+    """SIGTERM or SIGINT reached the learner."""
+
+
+@dataclass
+class Shutdown:
+    classification: str = "unknown_failure"
+    owner: str = "learner"
+    phase: str = "startup"
+    iteration: int = 0
+    exception: dict[str, str] | None = None
+    collector: dict[str, Any] = field(default_factory=lambda: {"alive": False, "exitcode": None, "signal": None})
+    cleanup_errors: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"classification": self.classification, "owner": self.owner, "phase": self.phase,
+                "iteration": self.iteration, "exception": self.exception, "collector": self.collector,
+                "cleanup": {"errors": list(self.cleanup_errors)}}
+
+
+def _cancel(signum: int, frame: Any) -> None:
+    raise Cancelled(signal.Signals(signum).name)
+
+
+def seed_everything(seed: int) -> None:
+    """algo.seed seeds the global Python and torch RNGs (not numpy's, per the seed contract)."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def leak_child() -> None:
+    """Fault hook: leave a detached child behind, as a buggy runtime would."""
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Learner:
+    def __init__(self, resolved: ResolvedRun, run_dir: Path) -> None:
+        self.resolved = resolved
+        self.config = resolved.config
+        self.run_dir = run_dir
+        self.settings = resolved.settings
+        self.device = torch.device(resolved.devices.learner)
+        self.fault: Fault | None = fault_from_env()
+        algo = self.config["algo"]
+        self.max_iterations = int(algo["max_iterations"])
+        self.learning_starts = int(algo["learning_starts"])
+        self.save_interval = int(algo["save_interval"])
+        self.shutdown = Shutdown()
+        self.iteration = 0
+        self.env_steps = 0
+        self.start_time = time.monotonic()
+        self.collector: mp.process.BaseProcess | None = None
+        self.arrays = None
+        self.handles = None
+        self.logger: RunLogger | None = None
+        self.agent = None
+        self.final_fps = 0.0
+        self.backend_diagnostics: dict[str, Any] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        previous = {s: signal.signal(s, _cancel) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._run()
+            self.shutdown.classification = "normal_completion"
+            self.shutdown.phase = "complete"
+        except Cancelled as exc:
+            self._failed("external_cancellation", "learner", exc)
+        except PeerDied as exc:
+            self._failed("collector_failure", "collector", exc)
+        except Exception as exc:
+            self._failed("learner_failure", "learner", exc)
+        finally:
+            # Shutdown must not be interrupted by a second signal.
+            for s in previous:
+                signal.signal(s, signal.SIG_IGN)
+            summary = self._shutdown()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return summary
+
+    def _failed(self, classification: str, owner: str, exc: BaseException) -> None:
+        if classification == "learner_failure" and self.collector is not None and not self.collector.is_alive():
+            classification, owner = "collector_failure", "collector"
+        self.shutdown.classification = classification
+        self.shutdown.owner = owner
+        self.shutdown.exception = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
+        print(f"train: error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def _run(self) -> None:
+        seed_everything(int(self.config["algo"]["seed"]))
+        torch.set_num_threads(LEARNER_TORCH_THREADS)
+        spaces = self.resolved.spaces
+        s = self.settings
+        layout = Layout(num_envs=s.num_envs, capacity=s.inference_slot_capacity, obs_dim=spaces.actor_obs,
+                        critic_dim=spaces.critic_obs, action_dim=spaces.action, depth=s.replay_ingress_depth,
+                        slot_rows=s.replay_ingress_slot_rows, num_metrics=len(self.resolved.reward_terms))
+        self.layout = layout
+        ctx = mp.get_context("spawn")
+        self.arrays, self.handles = make_channels(ctx, layout)
+        self.logger = RunLogger(self.run_dir, self.max_iterations)
+        self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
+                                s.num_envs, self.config["algo"], self.device)
+        self.replay = ReplayRing(int(self.config["algo"]["replay_buffer_size"]), layout.row_width,
+                                 layout.row_slices(), self.device, seed=int(self.config["algo"]["seed"]) + 1)
+        self.stats = EpisodeStats(s.num_envs)
+        spec = CollectorSpec(
+            handles=self.handles, task=self.resolved.composed.task, config=self.config,
+            scene=self.resolved.scene, vector_steps=self.max_iterations,
+            metrics_interval=s.collector_metrics_interval, reward_terms=self.resolved.reward_terms,
+            torch_threads=1, parent_pid=os.getpid(), fault=self.fault, run_dir=str(self.run_dir),
+        )
+        self.shutdown.phase = "spawn"
+        self.collector = ctx.Process(target=collector_main, args=(spec,), name="soaklab-collector", daemon=False)
+        self.collector.start()
+        self._wait_ready()
+        self.shutdown.phase = "training"
+        self._loop()
+
+    def _alive(self) -> bool:
+        return self.collector is not None and self.collector.is_alive()
+
+    def _wait_ready(self) -> None:
+        ctl = self.arrays["control"]
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ctl[C.READY]:
+            if not self._alive():
+                raise PeerDied("collector exited during startup")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"collector not ready after {READY_TIMEOUT_S:.0f}s")
+            self.logger.progress(0, 0)
+            time.sleep(0.05)
+
+    # -- the training loop -------------------------------------------------------------------------
+    def _loop(self) -> None:
+        ctl, layout, h = self.arrays["control"], self.layout, self.handles
+        ring_obs, ring_actions = self.arrays["ring_obs"], self.arrays["ring_actions"]
+        ingress, ingress_rows = self.arrays["ingress"], self.arrays["ingress_rows"]
+        slices = layout.row_slices()
+        chunks = layout.chunks_per_vector
+        vector = torch.zeros(layout.num_envs, layout.row_width)
+        updates_per_step, batch = self.settings.updates_per_step, self.settings.batch_size
+        update_count = 0
+        last_counters = ctl.copy()
+        for it in range(self.max_iterations):
+            self.iteration = it
+            self._fault_hooks(it)
+            t_iter = time.perf_counter()
+            # Inference: answer each group's observations with the current policy.
+            for g, (a, b) in enumerate(layout.group_bounds):
+                wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
+                obs = torch.from_numpy(ring_obs[g, : b - a]).to(self.device)
+                if it < self.learning_starts:
+                    actions = self.agent.random_actions(b - a)
+                else:
+                    actions = self.agent.act(obs, slice(a, b), explore=True)
+                ring_actions[g, : b - a] = actions.cpu().numpy()
+                ctl[C.TICKS_ANSWERED] += 1
+                h.act_ready[g].release()
+            t_infer = time.perf_counter()
+            # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
+            target, filled = (it + 1) * chunks, 0
+            while ctl[C.INGRESS_RELEASED] < target:
+                wait(h.ingress_filled, ctl, self._alive, stop_aware=False)
+                slot = int(ctl[C.INGRESS_RELEASED] % layout.depth)
+                n = int(ingress_rows[slot])
+                rows = torch.from_numpy(ingress[slot, :n].copy())
+                self.replay.add(rows.to(self.device))
+                vector[filled:filled + n] = rows
+                filled += n
+                ctl[C.INGRESS_RELEASED] += 1
+                h.ingress_free.release()
+            t_ingress = time.perf_counter()
+            rewards = vector[:, slices["reward"]][:, 0]
+            dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
+            self.stats.observe(rewards, dones)
+            self.agent.observe_rewards(rewards.to(self.device), dones.to(self.device))
+            self.env_steps += layout.num_envs
+            # Lock-step updates: round `it` sees exactly the transitions up to vector step `it`.
+            losses: dict[str, float] = {}
+            if it >= self.learning_starts:
+                for _ in range(updates_per_step):
+                    losses = self.agent.update(self.replay.sample(batch), update_count)
+                    update_count += 1
+            t_update = time.perf_counter()
+            iteration_s = t_update - t_iter
+            self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
+            self._log(it, losses, iteration_s, t_infer - t_iter, t_ingress - t_infer, t_update - t_ingress,
+                      ctl, last_counters)
+            last_counters = ctl.copy()
+            if (it + 1) % self.save_interval == 0:
+                self._checkpoint(f"model_{it + 1}.pt")
+        self.iteration = self.max_iterations
+        self.logger.progress(self.iteration, self.env_steps, force=True)
+        self.logger.terminal(self.iteration, self.final_fps, self.stats.mean_return, self.stats.mean_length,
+                             force=True)
+
+    def _log(self, it: int, losses: dict[str, float], iteration_s: float, infer_s: float, ingress_s: float,
+             update_s: float, ctl: np.ndarray, last: np.ndarray) -> None:
+        def delta_ms(index: C) -> float:
+            return float(ctl[index] - last[index]) / 1e6
+
+        metrics = self.arrays["metrics"]
+        values: dict[str, float | None] = {
+            "Perf/iteration_time": iteration_s,
+            "Perf/total_fps": self.final_fps,
+            "Perf/learner_inference_ms": infer_s * 1e3,
+            "Perf/learner_ingress_ms": ingress_s * 1e3,
+            "Perf/learner_update_ms": update_s * 1e3,
+            "Perf/collector_env_step_ms": delta_ms(C.ENV_STEP_NS),
+            "Perf/collector_action_wait_ms": delta_ms(C.ACTION_WAIT_NS),
+            "Perf/collector_ingress_write_ms": delta_ms(C.INGRESS_WRITE_NS),
+            "Train/mean_reward": self.stats.mean_return,
+            "Train/episode_length": self.stats.mean_length,
+            "Train/step_reward": self.stats.step_reward,
+            "Replay/size": float(self.replay.size),
+            "Ingress/occupancy": float(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]),
+            "Ingress/high_water_occupancy": float(ctl[C.HIGH_WATER]),
+            "Ingress/backpressure_waits": float(ctl[C.BACKPRESSURE_WAITS]),
+        }
+        for i, term in enumerate(self.resolved.reward_terms):
+            values[f"Train/reward/{term}"] = float(metrics[i])
+        for name, value in losses.items():
+            values[f"Loss/{name}"] = value
+        self.logger.scalars(values, it)
+        self.logger.progress(it + 1, self.env_steps)
+        self.logger.terminal(it + 1, self.final_fps, self.stats.mean_return, self.stats.mean_length)
+
+    def _fault_hooks(self, it: int) -> None:
+        fault = self.fault
+        if fault is None:
+            return
+        if fault.due("raise_learner", it):
+            raise RuntimeError(f"injected learner fault at iteration {it}")
+        if fault.due("hang_learner", it):
+            while True:  # no progress is written from here on: the monitor must notice
+                time.sleep(1.0)
+        if fault.due("leak_child", it):
+            leak_child()
+
+    def _checkpoint(self, name: str) -> None:
+        path = self.run_dir / "checkpoints" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"iteration": self.iteration, "env_steps": self.env_steps, "agent": self.agent.state_dict()}
+        tmp = path.with_suffix(".pt.tmp")
+        torch.save(payload, tmp)
+        tmp.replace(path)
+
+    # -- shutdown ----------------------------------------------------------------------------------
+    def _step(self, what: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except BaseException as exc:  # recorded, never raised over the original error
+            self.shutdown.cleanup_errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            return None
+
+    def _stop_collector(self) -> None:
+        proc = self.collector
+        if self.arrays is not None and self.arrays.arrays:
+            self.arrays["control"][C.STOP] = 1
+        if self.handles is not None:  # wake every wait of the collector
+            for sem in self.handles.act_ready:
+                sem.release()
+            self.handles.ingress_free.release()
+        if proc is None:
+            return
+        proc.join(JOIN_TIMEOUT_S)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(JOIN_TIMEOUT_S)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(JOIN_TIMEOUT_S)
+
+    def _collector_record(self) -> dict[str, Any]:
+        proc = self.collector
+        if proc is None:
+            return {"alive": False, "exitcode": None, "signal": None}
+        code = proc.exitcode
+        sig = signal.Signals(-code).name if code is not None and code < 0 else None
+        return {"alive": proc.is_alive(), "exitcode": code, "signal": sig}
+
+    def _shutdown(self) -> dict[str, Any]:
+        self.shutdown.iteration = self.iteration
+        self._step("stop collector", self._stop_collector)
+        self.shutdown.collector = self._collector_record()
+        counters = self.arrays["control"].copy() if self.arrays is not None and self.arrays.arrays else None
+        self.backend_diagnostics = self._step("backend diagnostics", self._read_backend_diagnostics)
+        if self.arrays is not None:
+            errors = self._step("close shared memory", self.arrays.close) or []
+            self.shutdown.cleanup_errors.extend(errors)
+        if self.agent is not None:
+            self._step("final checkpoint", lambda: self._checkpoint("model_final.pt"))
+        if self.logger is not None:
+            self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps, force=True))
+            self._step("close logger", self.logger.close)
+        summary = build_summary(self, counters)
+        self._step("validate run summary", lambda: validate_summary(summary))
+        summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)
+        write_json_atomic(self.run_dir / "run_summary.json", summary)
+        return summary
+
+    def _read_backend_diagnostics(self) -> dict[str, Any]:
+        path = self.run_dir / "backend_diagnostics.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        return {"available": False, "backend_type": self.resolved.composed.sim,
+                "unavailable_reason": "the collector exited before reporting its backend"}

@@ -1,0 +1,91 @@
+"""Named shared-memory arrays (DESIGN §8).
+
+The learner creates and unlinks every segment; the collector attaches by name.
+Named `multiprocessing.shared_memory` segments live in /dev/shm, so a leak is
+visible to the soak monitor. Both processes use the learner's resource
+tracker (spawn children inherit it), so the collector attaching does not make
+a second owner.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+
+import numpy as np
+
+SEGMENT_PREFIX = "soaklab"
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    name: str  # segment name in /dev/shm
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+class SharedArrays:
+    """A set of named arrays in shared memory, created by the owner or attached by a peer."""
+
+    def __init__(self, specs: dict[str, ArraySpec], create: bool) -> None:
+        self.specs = specs
+        self.owner = create
+        self._segments: dict[str, shared_memory.SharedMemory] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        try:
+            for key, spec in specs.items():
+                seg = shared_memory.SharedMemory(name=spec.name, create=create, size=max(spec.nbytes, 1))
+                self._segments[key] = seg
+                array = np.ndarray(spec.shape, dtype=spec.dtype, buffer=seg.buf)
+                if create:
+                    array.fill(0)
+                self.arrays[key] = array
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def create(cls, shapes: dict[str, tuple[tuple[int, ...], str]]) -> SharedArrays:
+        token = f"{SEGMENT_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
+        specs = {key: ArraySpec(f"{token}-{key}", tuple(shape), dtype) for key, (shape, dtype) in shapes.items()}
+        return cls(specs, create=True)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.arrays[key]
+
+    @property
+    def names(self) -> list[str]:
+        return [spec.name for spec in self.specs.values()]
+
+    def close(self) -> list[str]:
+        """Drop views and close segments; the owner also unlinks them. Returns cleanup errors."""
+        errors: list[str] = []
+        self.arrays.clear()
+        for key, seg in list(self._segments.items()):
+            try:
+                seg.close()
+            except Exception as exc:  # a still-exported view: record, keep going
+                errors.append(f"close {key}: {type(exc).__name__}: {exc}")
+            if self.owner:
+                try:
+                    seg.unlink()
+                except FileNotFoundError:
+                    pass
+                except Exception as exc:
+                    errors.append(f"unlink {key}: {type(exc).__name__}: {exc}")
+        self._segments.clear()
+        return errors
+
+
+def leaked_segments(prefix: str = SEGMENT_PREFIX) -> list[str]:
+    """soaklab segments present in /dev/shm (for tests and the monitor)."""
+    try:
+        return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+    except FileNotFoundError:
+        return []
