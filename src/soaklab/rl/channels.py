@@ -140,12 +140,17 @@ def make_channels(ctx: Any, layout: Layout) -> tuple[SharedArrays, ChannelHandle
 
 
 def wait(sem: Any, control: np.ndarray, alive: Callable[[], bool] | None = None, stop_aware: bool = True) -> None:
-    """Acquire `sem`, waking every POLL_S to notice a stop request or a dead peer."""
+    """Acquire `sem`, waking every POLL_S to notice a stop request or a dead peer.
+
+    A stop request wins over a successful acquire: the learner releases every semaphore
+    once to wake the collector, and that release must not be taken for an answer."""
     while not sem.acquire(timeout=POLL_S):
         if stop_aware and control[C.STOP]:
             raise Stopped()
         if alive is not None and not alive():
             raise PeerDied()
+    if stop_aware and control[C.STOP]:
+        raise Stopped()
 
 
 def bump_max(control: np.ndarray, index: C, value: int) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from soaklab.config.run_config import ResolvedRun
+from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, Layout, PeerDied, make_channels, wait
@@ -36,7 +37,6 @@ from soaklab.rl.summary import build_summary, validate_summary
 
 JOIN_TIMEOUT_S = 5.0
 READY_TIMEOUT_S = 900.0  # the first compile of the task terms can take minutes on a cold cache
-LEARNER_TORCH_THREADS = 1  # fixed, so CPU runs are bitwise reproducible; the collector owns the cores
 
 
 class Cancelled(BaseException):
@@ -50,7 +50,8 @@ class Shutdown:
     phase: str = "startup"
     iteration: int = 0
     exception: dict[str, str] | None = None
-    collector: dict[str, Any] = field(default_factory=lambda: {"alive": False, "exitcode": None, "signal": None})
+    collector: dict[str, Any] = field(default_factory=lambda: {"pid": None, "alive": False, "exitcode": None,
+                                                                "signal": None})
     cleanup_errors: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
@@ -131,7 +132,10 @@ class Learner:
 
     def _run(self) -> None:
         seed_everything(int(self.config["algo"]["seed"]))
-        torch.set_num_threads(LEARNER_TORCH_THREADS)
+        # Intra-op threads are fixed by config (env.num_threads, default all cores): learner and
+        # collector take turns on the same cores in lock-step, and a fixed count keeps CPU runs
+        # bitwise reproducible.
+        torch.set_num_threads(int(self.config["env"]["num_threads"] or usable_cores()))
         spaces = self.resolved.spaces
         s = self.settings
         layout = Layout(num_envs=s.num_envs, capacity=s.inference_slot_capacity, obs_dim=spaces.actor_obs,
@@ -317,10 +321,10 @@ class Learner:
     def _collector_record(self) -> dict[str, Any]:
         proc = self.collector
         if proc is None:
-            return {"alive": False, "exitcode": None, "signal": None}
+            return {"pid": None, "alive": False, "exitcode": None, "signal": None}
         code = proc.exitcode
         sig = signal.Signals(-code).name if code is not None and code < 0 else None
-        return {"alive": proc.is_alive(), "exitcode": code, "signal": sig}
+        return {"pid": proc.pid, "alive": proc.is_alive(), "exitcode": code, "signal": sig}
 
     def _shutdown(self) -> dict[str, Any]:
         self.shutdown.iteration = self.iteration

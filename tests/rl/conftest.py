@@ -1,0 +1,92 @@
+"""Run the real trainer (`python -m soaklab train`) as a subprocess, on the small control task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from soaklab.rl.shm import leaked_segments
+
+# Small networks and batches: these tests check the runtime's mechanics, not learning.
+FAST = ("algo.num_envs=8", "algo.learning_starts=4", "algo.batch_size=32", "algo.actor_hidden=32",
+        "algo.critic_hidden=32", "algo.num_blocks=1", "algo.save_interval=10", "env.num_threads=1")
+
+
+@dataclass
+class TrainRun:
+    proc: subprocess.Popen
+    run_dir: Path
+    started: float
+
+    def wait(self, timeout: float = 120) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.run_dir / "run_summary.json").read_text())
+
+    @property
+    def manifest(self) -> dict:
+        return self.summary["runtime_manifest"]
+
+    def iteration(self) -> int:
+        try:
+            return json.loads((self.run_dir / "progress.json").read_text())["iteration"]
+        except (OSError, ValueError):
+            return -1
+
+    def wait_for_iteration(self, n: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.iteration() < n:
+            assert self.proc.poll() is None, "trainer exited early"
+            assert time.monotonic() < deadline, f"no progress to iteration {n}"
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+
+@pytest.fixture
+def start_train(tmp_path):
+    runs: list[TrainRun] = []
+    before = set(leaked_segments())
+
+    def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run") -> TrainRun:
+        run_dir = tmp_path / name
+        env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1")
+        env.pop("SOAKLAB_FAULT", None)
+        if fault:
+            env["SOAKLAB_FAULT"] = fault
+        cmd = [sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", "cartpole_swingup", "--sim",
+               "mujoco", *FAST, *overrides, f"training.log_dir={run_dir}"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        run = TrainRun(proc, run_dir, time.monotonic())
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        if run.proc.poll() is None:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+            run.proc.wait()
+    leftover = set(leaked_segments()) - before
+    assert not leftover, f"shared memory left in /dev/shm: {leftover}"
+
+
+def process_gone(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -1,0 +1,136 @@
+"""The two-process runtime with real processes and shared memory: invariants, artifacts, faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from soaklab.schemas import schema_errors
+from tests.rl.conftest import process_gone
+
+
+def assert_invariants(manifest: dict, iterations: int, num_envs: int, slot_rows: int) -> None:
+    ingress, flight = manifest["replay_ingress"], manifest["inference_flight"]
+    chunks = -(-num_envs // slot_rows)
+    assert ingress["published_sequence"] == ingress["release_sequence"] == iterations * chunks
+    assert ingress["vector_steps"] == iterations
+    assert ingress["occupancy"] == 0 and ingress["dropped_batches"] == 0 and ingress["early_returns"] == 0
+    assert ingress["high_water_occupancy"] <= ingress["ingress_depth"]
+    assert flight["queue_depth"] == 0 and flight["publication_lag"] == 0 and flight["in_flight"] == 0
+    shutdown = manifest["shutdown"]
+    assert shutdown["classification"] == "normal_completion" and shutdown["cleanup"]["errors"] == []
+    assert shutdown["collector"]["exitcode"] == 0 and process_gone(shutdown["collector"]["pid"])
+
+
+def test_normal_run_writes_every_artifact(start_train):
+    run = start_train("algo.max_iterations=30")
+    assert run.wait() == 0, run.output()
+    summary = run.summary
+    assert schema_errors("run_summary", summary) == []
+    assert summary["status"] == "completed" and summary["failure_reason"] is None
+    assert summary["completed_iterations"] == 30 and summary["total_env_steps"] == 240
+    assert_invariants(run.manifest, 30, 8, 8)
+    assert run.manifest["backend_diagnostics"]["available"] is True
+    files = {p.name for p in run.run_dir.iterdir()}
+    assert {"run_config.json", "run_summary.json", "progress.json", "checkpoints"} <= files
+    assert len([f for f in files if f.startswith("events.out.tfevents")]) == 1
+    checkpoints = sorted(p.name for p in (run.run_dir / "checkpoints").iterdir())
+    assert checkpoints == ["model_10.pt", "model_20.pt", "model_30.pt", "model_final.pt"]
+    payload = torch.load(run.run_dir / "checkpoints/model_final.pt", weights_only=True)
+    assert payload["iteration"] == 30 and "actor" in payload["agent"]
+
+
+def test_slot_rows_not_dividing_num_envs_keeps_every_invariant(start_train):
+    run = start_train("algo.max_iterations=20", "training.replay_ingress_slot_rows=3",
+                      "training.replay_ingress_depth=1")
+    assert run.wait() == 0, run.output()
+    assert_invariants(run.manifest, 20, 8, 3)
+    assert run.manifest["replay_ingress"]["chunks_per_vector"] == 3
+    assert run.manifest["replay_ingress"]["backpressure_waits"] >= 0
+
+
+def test_capacity_two_reaches_two_in_flight(start_train):
+    run = start_train("algo.max_iterations=20", "training.inference_slot_capacity=2")
+    assert run.wait() == 0, run.output()
+    assert run.manifest["inference_flight"]["max_in_flight"] == 2
+    assert run.manifest["inference_flight"]["capacity"] == 2
+    assert_invariants(run.manifest, 20, 8, 8)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_both_agents_run(start_train, algo):
+    run = start_train("algo.max_iterations=12", algo=algo, name=algo)
+    assert run.wait() == 0, run.output()
+    assert_invariants(run.manifest, 12, 8, 8)
+
+
+def failed(run, classification: str, owner: str) -> dict:
+    summary = run.summary
+    assert schema_errors("run_summary", summary) == []
+    assert summary["status"] == "failed"
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert shutdown["classification"] == classification and shutdown["owner"] == owner
+    assert summary["failure_reason"].startswith(classification)
+    assert process_gone(shutdown["collector"]["pid"])
+    assert shutdown["cleanup"]["errors"] == []
+    return shutdown
+
+
+def test_learner_exception(start_train):
+    run = start_train("algo.max_iterations=200", fault="raise_learner@5")
+    assert run.wait() == 1
+    shutdown = failed(run, "learner_failure", "learner")
+    assert shutdown["exception"]["type"] == "RuntimeError" and shutdown["iteration"] == 5
+    assert (run.run_dir / "checkpoints/model_final.pt").is_file()
+
+
+def test_collector_killed(start_train):
+    run = start_train("algo.max_iterations=200", fault="kill_collector@5")
+    assert run.wait() == 1
+    shutdown = failed(run, "collector_failure", "collector")
+    assert shutdown["collector"]["signal"] == "SIGKILL"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_cancels_within_seconds(start_train, sig):
+    run = start_train("algo.max_iterations=100000")
+    run.wait_for_iteration(3)
+    sent = time.monotonic()
+    # SIGINT goes to the whole group, as Ctrl-C would; the collector ignores it.
+    (os.killpg if sig == signal.SIGINT else os.kill)(run.proc.pid, sig)
+    assert run.wait(timeout=30) == 1
+    assert time.monotonic() - sent < 10
+    shutdown = failed(run, "external_cancellation", "learner")
+    assert shutdown["exception"]["message"] == signal.Signals(sig).name
+
+
+def test_invalid_settings_never_spawn_a_collector(start_train):
+    run = start_train("training.inference_slot_capacity=0")
+    assert run.wait() == 2
+    assert "training.inference_slot_capacity=0" in run.output()
+    assert not run.run_dir.exists()
+
+
+def test_existing_log_dir_fails_closed(start_train):
+    first = start_train("algo.max_iterations=2")
+    assert first.wait() == 0
+    again = start_train("algo.max_iterations=2")
+    assert again.wait() == 2
+    assert "exists and is not empty" in again.output()
+
+
+def test_leak_child_fault_leaves_a_detached_process(start_train):
+    import psutil
+
+    run = start_train("algo.max_iterations=8", fault="leak_child@2")
+    assert run.wait() == 0
+    leaked = [p for p in psutil.process_iter(["cmdline", "create_time"])
+              if p.info["cmdline"] and "time.sleep(600)" in " ".join(p.info["cmdline"])
+              and p.info["create_time"] >= run.started - 5 + time.time() - time.monotonic()]
+    assert leaked, "the injected child should outlive the trainer"
+    for p in leaked:
+        p.kill()
