@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from soaklab.rl.shm import leaked_segments
+from soaklab.rl.train import merge_overrides
 
 # Small networks and batches: these tests check the runtime's mechanics, not learning.
 FAST = ("algo.num_envs=8", "algo.learning_starts=4", "algo.batch_size=32", "algo.actor_hidden=32",
@@ -67,7 +68,7 @@ def start_train(tmp_path):
         if fault:
             env["SOAKLAB_FAULT"] = fault
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", "cartpole_swingup", "--sim",
-               "mujoco", *FAST, *overrides, f"training.log_dir={run_dir}"]
+               "mujoco", *merge_overrides(list(FAST), list(overrides)), f"training.log_dir={run_dir}"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         run = TrainRun(proc, run_dir, time.monotonic())
