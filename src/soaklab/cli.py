@@ -73,7 +73,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
           f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
-    return 0 if summary["status"] == "completed" else 1
+    if shutdown["cleanup"]["errors"]:
+        print(f"train: cleanup errors: {shutdown['cleanup']['errors'][0]}", file=sys.stderr)
+    return 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
 
 
 def cmd_bench_backend(args: argparse.Namespace) -> int:

@@ -226,7 +226,8 @@ class Learner:
             losses: dict[str, float] = {}
             if it >= self.learning_starts:
                 for _ in range(updates_per_step):
-                    losses = self.agent.update(self.replay.sample(batch), update_count)
+                    # Merge: some losses (FlashSAC's actor) come from every other update only.
+                    losses |= self.agent.update(self.replay.sample(batch), update_count)
                     update_count += 1
             t_update = time.perf_counter()
             iteration_s = t_update - t_iter

@@ -97,7 +97,8 @@ class FlashSACAgent:
             [Trunk(critic_dim + action_dim, int(cfg["critic_hidden"]), blocks, int(cfg["num_bins"]))
              for _ in range(2)]).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
-        self.temperature = Temperature(action_dim).to(device)
+        # Rewards are scaled down by the return spread, so the entropy bonus starts small too.
+        self.temperature = Temperature(action_dim, initial=0.01).to(device)
         self.support = torch.linspace(float(cfg["v_min"]), float(cfg["v_max"]), int(cfg["num_bins"]), device=device)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg["actor_lr"]))
         self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=float(cfg["critic_lr"]))
@@ -193,8 +194,7 @@ class FlashSACAgent:
         for net in self.critics:
             net.project_weights()
         polyak(self.targets, self.critics, self.tau)
-        out = {"critic": float(critic_loss), "reward_scale": scale,
-               "q_mean": float(self._q(logits.detach()).mean())}
+        out = {"critic": critic_loss.item(), "reward_scale": scale, "q_mean": self._q(logits.detach()).mean().item()}
         if step % self.actor_interval == 0:
             action, log_prob = self._policy(batch["obs"])
             q_pi = self._q(self._dist(self.critics, batch["critic"], action)).min(-1).values
@@ -207,8 +207,8 @@ class FlashSACAgent:
             self.alpha_opt.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_opt.step()
-            out |= {"actor": float(actor_loss), "alpha": float(alpha_loss),
-                    "alpha_value": float(self.temperature.alpha)}
+            out |= {"actor": actor_loss.item(), "alpha": alpha_loss.item(),
+                    "alpha_value": self.temperature.alpha.item()}
         return out
 
     def state_dict(self) -> dict[str, Any]:
