@@ -77,7 +77,10 @@ def leak_child() -> None:
 
 
 class Learner:
-    def __init__(self, resolved: ResolvedRun, run_dir: Path) -> None:
+    """`hold_updates` (benchmarks only): always answer with the policy, never update."""
+
+    def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False) -> None:
+        self.hold_updates = hold_updates
         self.resolved = resolved
         self.config = resolved.config
         self.run_dir = run_dir
@@ -196,7 +199,7 @@ class Learner:
             for g, (a, b) in enumerate(layout.group_bounds):
                 wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
                 obs = torch.from_numpy(ring_obs[g, : b - a]).to(self.device)
-                if it < self.learning_starts:
+                if it < self.learning_starts and not self.hold_updates:
                     actions = self.agent.random_actions(b - a)
                 else:
                     actions = self.agent.act(obs, slice(a, b), explore=True)
@@ -224,7 +227,7 @@ class Learner:
             self.env_steps += layout.num_envs
             # Lock-step updates: round `it` sees exactly the transitions up to vector step `it`.
             losses: dict[str, float] = {}
-            if it >= self.learning_starts:
+            if it >= self.learning_starts and not self.hold_updates:
                 for _ in range(updates_per_step):
                     # Merge: some losses (FlashSAC's actor) come from every other update only.
                     losses |= self.agent.update(self.replay.sample(batch), update_count)
