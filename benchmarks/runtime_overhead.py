@@ -76,7 +76,8 @@ def main() -> int:
                              "runner": runner, "runner_over_probe": ratio})
                 print(f"{algo:>8} {envs:>5} envs: runner {runner['env_steps_per_s']:7.0f}/s, probe "
                       f"{probe['throughput_env_control_steps_per_s']:7.0f}/s -> {ratio:.1%}; inference "
-                      f"{runner['learner_inference_ms']:.1f} ms, ingress wait+copy {runner['learner_ingress_ms']:.1f} ms, "
+                      f"{runner['learner_inference_ms']:.1f} ms, ingress wait+copy "
+                      f"{runner['learner_ingress_ms']:.1f} ms, "
                       f"env step {runner['collector_env_step_ms']:.1f} ms, ingress write "
                       f"{runner['collector_ingress_write_ms']:.1f} ms", flush=True)
     record = {"kind": "runtime_overhead", "command": "python benchmarks/runtime_overhead.py", "host": host_record(),

@@ -23,6 +23,7 @@ from torch import nn
 from soaklab.rl.agents.common import Temperature, polyak, squash
 
 EXPANSION = 4
+CRITIC_LOGIT_SCALE = 10.0
 
 
 class InvertedResidual(nn.Module):
@@ -37,8 +38,11 @@ class InvertedResidual(nn.Module):
 
 
 class Trunk(nn.Module):
-    def __init__(self, inp: int, width: int, blocks: int, out: int) -> None:
+    def __init__(self, inp: int, width: int, blocks: int, out: int, logit_scale: float = 1.0) -> None:
         super().__init__()
+        # Features leave the final RMSNorm at unit scale; a categorical head needs logit gaps of
+        # several units to express a peaked distribution, so its output starts scaled up (learned).
+        self.logit_scale = nn.Parameter(torch.tensor(float(logit_scale)))
         self.embed = nn.Linear(inp, width)
         self.norm_in = nn.RMSNorm(width)
         self.blocks = nn.Sequential(*[InvertedResidual(width) for _ in range(blocks)])
@@ -46,7 +50,7 @@ class Trunk(nn.Module):
         self.head = nn.Linear(width, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm_out(self.blocks(self.norm_in(self.embed(x)))))
+        return self.logit_scale * self.head(self.norm_out(self.blocks(self.norm_in(self.embed(x)))))
 
     @torch.no_grad()
     def project_weights(self) -> None:
@@ -94,8 +98,8 @@ class FlashSACAgent:
         blocks = int(cfg["num_blocks"])
         self.actor = Trunk(obs_dim, int(cfg["actor_hidden"]), blocks, 2 * action_dim).to(device)
         self.critics = nn.ModuleList(
-            [Trunk(critic_dim + action_dim, int(cfg["critic_hidden"]), blocks, int(cfg["num_bins"]))
-             for _ in range(2)]).to(device)
+            [Trunk(critic_dim + action_dim, int(cfg["critic_hidden"]), blocks, int(cfg["num_bins"]),
+                   logit_scale=CRITIC_LOGIT_SCALE) for _ in range(2)]).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         # Rewards are scaled down by the return spread, so the entropy bonus starts small too.
         self.temperature = Temperature(action_dim, initial=0.01).to(device)
