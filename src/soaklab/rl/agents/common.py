@@ -67,3 +67,18 @@ class Temperature(nn.Module):
 
     def loss(self, log_prob: torch.Tensor) -> torch.Tensor:
         return -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+
+
+def make_optimizers(actor: nn.Module, critics: nn.Module, temperature: Temperature,
+                    cfg: dict[str, Any]) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer, torch.optim.Optimizer]:
+    """Adam for actor, critics and temperature (the temperature follows the actor's rate)."""
+    return (torch.optim.Adam(actor.parameters(), lr=float(cfg["actor_lr"])),
+            torch.optim.Adam(critics.parameters(), lr=float(cfg["critic_lr"])),
+            torch.optim.Adam(temperature.parameters(), lr=float(cfg["actor_lr"])))
+
+
+def seeded_generator(seed: int, device: torch.device) -> torch.Generator:
+    """All of an agent's randomness comes from one generator (lock-step reproducibility)."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from soaklab.rl.agents.common import Temperature, polyak, squash
+from soaklab.rl.agents.common import Temperature, make_optimizers, polyak, seeded_generator, squash
 
 EXPANSION = 4
 CRITIC_LOGIT_SCALE = 10.0
@@ -104,11 +104,9 @@ class FlashSACAgent:
         # Rewards are scaled down by the return spread, so the entropy bonus starts small too.
         self.temperature = Temperature(action_dim, initial=0.01).to(device)
         self.support = torch.linspace(float(cfg["v_min"]), float(cfg["v_max"]), int(cfg["num_bins"]), device=device)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg["actor_lr"]))
-        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=float(cfg["critic_lr"]))
-        self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=float(cfg["actor_lr"]))
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(int(cfg["seed"]))
+        self.actor_opt, self.critic_opt, self.alpha_opt = make_optimizers(self.actor, self.critics,
+                                                                          self.temperature, cfg)
+        self.generator = seeded_generator(int(cfg["seed"]), device)
         self.return_scale = ReturnScale(num_envs, self.gamma, float(cfg["v_max"]), device)
         # Held exploration noise: one draw per env, kept for a zeta-distributed number of steps.
         spans = torch.arange(1, int(cfg["noise_zeta_max"]) + 1, dtype=torch.float64, device=device)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from soaklab.rl.agents.common import Temperature, mlp, polyak, squash
+from soaklab.rl.agents.common import Temperature, make_optimizers, mlp, polyak, seeded_generator, squash
 
 
 class SACAgent:
@@ -23,12 +23,9 @@ class SACAgent:
             [mlp(critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers) for _ in range(2)]).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.temperature = Temperature(action_dim).to(device)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg["actor_lr"]))
-        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=float(cfg["critic_lr"]))
-        self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=float(cfg["actor_lr"]))
-        # All of the agent's randomness comes from this generator (lock-step reproducibility).
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(int(cfg["seed"]))
+        self.actor_opt, self.critic_opt, self.alpha_opt = make_optimizers(self.actor, self.critics,
+                                                                          self.temperature, cfg)
+        self.generator = seeded_generator(int(cfg["seed"]), device)
 
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.actor(obs).chunk(2, dim=-1)
