@@ -23,7 +23,6 @@ from torch import nn
 from soaklab.rl.agents.common import Temperature, make_optimizers, polyak, seeded_generator, squash
 
 EXPANSION = 4
-CRITIC_LOGIT_SCALE = 10.0
 
 
 class InvertedResidual(nn.Module):
@@ -38,19 +37,22 @@ class InvertedResidual(nn.Module):
 
 
 class Trunk(nn.Module):
-    def __init__(self, inp: int, width: int, blocks: int, out: int, logit_scale: float = 1.0) -> None:
+    def __init__(self, inp: int, width: int, blocks: int, out: int, zero_head: bool = False) -> None:
         super().__init__()
-        # Features leave the final RMSNorm at unit scale; a categorical head needs logit gaps of
-        # several units to express a peaked distribution, so its output starts scaled up (learned).
-        self.logit_scale = nn.Parameter(torch.tensor(float(logit_scale)))
         self.embed = nn.Linear(inp, width)
         self.norm_in = nn.RMSNorm(width)
         self.blocks = nn.Sequential(*[InvertedResidual(width) for _ in range(blocks)])
         self.norm_out = nn.RMSNorm(width)
         self.head = nn.Linear(width, out)
+        if zero_head:
+            # A categorical critic starts uniform over its symmetric support, i.e. at Q = 0: a random
+            # head starts Q at an arbitrary value, and a negative one makes early termination look
+            # better than staying alive until the critic has unlearned it.
+            nn.init.zeros_(self.head.weight)
+            nn.init.zeros_(self.head.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.logit_scale * self.head(self.norm_out(self.blocks(self.norm_in(self.embed(x)))))
+        return self.head(self.norm_out(self.blocks(self.norm_in(self.embed(x)))))
 
     @torch.no_grad()
     def project_weights(self) -> None:
@@ -99,8 +101,11 @@ class FlashSACAgent:
         self.actor = Trunk(obs_dim, int(cfg["actor_hidden"]), blocks, 2 * action_dim).to(device)
         self.critics = nn.ModuleList(
             [Trunk(critic_dim + action_dim, int(cfg["critic_hidden"]), blocks, int(cfg["num_bins"]),
-                   logit_scale=CRITIC_LOGIT_SCALE) for _ in range(2)]).to(device)
-        self.targets = copy.deepcopy(self.critics).requires_grad_(False)
+                   zero_head=True) for _ in range(2)]).to(device)
+        # BatchNorm in train mode normalizes each forward over its own batch, which would cancel any
+        # batch-wide shift of the policy's actions in the actor loss; the target critics and the actor
+        # loss therefore read the critics in eval mode (running statistics), as CrossQ does.
+        self.targets = copy.deepcopy(self.critics).requires_grad_(False).eval()
         # Rewards are scaled down by the return spread, so the entropy bonus starts small too.
         self.temperature = Temperature(action_dim, initial=0.01).to(device)
         self.support = torch.linspace(float(cfg["v_min"]), float(cfg["v_max"]), int(cfg["num_bins"]), device=device)
@@ -199,7 +204,11 @@ class FlashSACAgent:
         out = {"critic": critic_loss.item(), "reward_scale": scale, "q_mean": self._q(logits.detach()).mean().item()}
         if step % self.actor_interval == 0:
             action, log_prob = self._policy(batch["obs"])
-            q_pi = self._q(self._dist(self.critics, batch["critic"], action)).min(-1).values
+            self.critics.eval()
+            try:
+                q_pi = self._q(self._dist(self.critics, batch["critic"], action)).min(-1).values
+            finally:
+                self.critics.train()
             actor_loss = (self.temperature.alpha.detach() * log_prob - q_pi).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.backward()
