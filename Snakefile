@@ -2,7 +2,8 @@
 #
 #   snakemake soak --cores 1                                # default CPU run
 #   snakemake soak --cores 1 --configfile config/gpu.yaml   # canonical GPU soak
-#   snakemake soak --cores 1 -R resolve_config              # rerun one step
+#   snakemake soak --cores 1 -R extract_metrics             # rerun one step (and what follows)
+#   snakemake soak --cores 1 --report report.html           # plot, metrics and validation table
 #
 # Every rule calls the `soaklab` CLI with the interpreter running Snakemake, so
 # the DAG uses the same environment as `make soak` and `make test`.
@@ -20,13 +21,18 @@ validate(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.s
 include: "workflow/rules/common.smk"
 
 
+report: "workflow/report/workflow.rst"
+
+
 rule soak:
-    """Default target: every run in `soak_runs`, as far as the pipeline reaches today."""
+    """Default target: every run in `soak_runs`, soaked, measured and validated."""
     input:
-        expand("results/{run}/run_config.json", run=config["soak_runs"]),
+        expand("results/{run}/validation.json", run=config["soak_runs"]),
     default_target: True
 
 
 include: "workflow/rules/assets.smk"
 include: "workflow/rules/mps.smk"
 include: "workflow/rules/config.smk"
+include: "workflow/rules/soak.smk"
+include: "workflow/rules/metrics.smk"

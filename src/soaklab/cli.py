@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from soaklab.errors import SoaklabError
+from soaklab.errors import InvalidInput, SoaklabError
 
 
 def _run_selection(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +78,56 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from soaklab.soak.monitor import Monitor, resolve_request
+    from soaklab.soak.settings import SoakRequest, check_budget
+
+    budget = check_budget({"min-duration-seconds": args.min_duration_seconds,
+                           "sample-interval-seconds": args.sample_interval_seconds,
+                           "startup-timeout-seconds": args.startup_timeout_seconds,
+                           "stale-progress-seconds": args.stale_progress_seconds,
+                           "post-shutdown-grace-seconds": args.post_shutdown_grace_seconds})
+    if args.run_config is not None and any(v is not None for v in (args.algo, args.task, args.sim)):
+        raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
+    if args.run_config is None and None in (args.algo, args.task, args.sim):
+        raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
+    for flag, value in (("--num-envs", args.num_envs), ("--iterations", args.iterations)):
+        if value is not None and value < 1:
+            raise InvalidInput(f"{flag}={value}: expected an integer >= 1")
+    request = SoakRequest(run_config=args.run_config, algo=args.algo, task=args.task, sim=args.sim,
+                          num_envs=args.num_envs, iterations=args.iterations,
+                          extra_overrides=tuple(args.extra_override), budget=budget, log_dir=args.log_dir,
+                          output=args.output, evidence_dir=args.evidence_dir)
+    resolved = resolve_request(request)
+    soak = Monitor(request, resolved, args.argv).run()
+    if soak["status"] == "passed":
+        print(f"soak: passed in {soak['duration_s']:.0f}s; {args.output}")
+        return 0
+    print(f"soak: failed ({soak['failure_classification']}): {soak['failure_reason']}; {args.output}",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from soaklab.metrics.extract import extract_metrics
+
+    extract_metrics(args.run_dir, args.last, args.out, args.csv, args.plot, args.html, args.legacy_unversioned)
+    print(f"metrics: last {args.last} windows of {args.run_dir} -> {args.out}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from soaklab.validation import validate_soak
+
+    report = validate_soak(args.soak, args.run_dir, args.metrics, args.run_config, args.out, args.html)
+    bad = [c for c in report["checks"] if not c["passed"]]
+    for check in bad:
+        print(f"validate: FAILED {check['name']}: expected {check['expected']!r}, got {check['actual']!r}",
+              file=sys.stderr)
+    print(f"validate: {len(report['checks']) - len(bad)}/{len(report['checks'])} checks passed; {args.out}")
+    return 1 if bad else 0
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -129,6 +179,42 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--assets-manifest", type=Path, help="default: the run config's, or results/assets/")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     train.set_defaults(func=cmd_train)
+
+    soak = sub.add_parser("soak", help="run the trainer under the soak monitor, write the soak JSON")
+    soak.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve`")
+    soak.add_argument("--algo")
+    soak.add_argument("--task")
+    soak.add_argument("--sim")
+    soak.add_argument("--num-envs", type=int, help="algo.num_envs (must agree with --run-config)")
+    soak.add_argument("--iterations", type=int, help="algo.max_iterations (must agree with --run-config)")
+    for flag in ("min-duration", "sample-interval", "startup-timeout", "stale-progress", "post-shutdown-grace"):
+        soak.add_argument(f"--{flag}-seconds", type=float, required=True)
+    soak.add_argument("--extra-override", action="append", default=[], metavar="KEY=VALUE",
+                      help="a further config override (not one the monitor owns); repeatable")
+    soak.add_argument("--log-dir", type=Path, required=True, help="the run dir (new or empty)")
+    soak.add_argument("--output", type=Path, required=True, help="the soak JSON")
+    soak.add_argument("--evidence-dir", type=Path, help="also copy the evidence here (kept when a DAG job fails)")
+    soak.set_defaults(func=cmd_soak)
+
+    metrics = sub.add_parser("metrics", help="last-N metric windows, CSV and plot from a run's event file")
+    metrics.add_argument("run_dir", type=Path)
+    metrics.add_argument("--last", type=int, default=20, help="windows (logged iterations) to average")
+    metrics.add_argument("--out", type=Path, required=True, help="metrics JSON")
+    metrics.add_argument("--csv", type=Path, help="every scalar as CSV")
+    metrics.add_argument("--plot", type=Path, help="PNG of throughput, reward and losses")
+    metrics.add_argument("--html", type=Path, help="the metrics as an HTML table (for the Snakemake report)")
+    metrics.add_argument("--legacy-unversioned", action="store_true",
+                         help="read a run without metric_schema_version (lower-case perf/*, timing/* tags)")
+    metrics.set_defaults(func=cmd_metrics)
+
+    validate = sub.add_parser("validate", help="check every artifact against its schema and the pass table")
+    validate.add_argument("--soak", type=Path, required=True)
+    validate.add_argument("--run-dir", type=Path, required=True)
+    validate.add_argument("--metrics", type=Path)
+    validate.add_argument("--run-config", type=Path, help="default: the run dir's run_config.json")
+    validate.add_argument("--out", type=Path, required=True)
+    validate.add_argument("--html", type=Path, help="the checks as an HTML table (for the Snakemake report)")
+    validate.set_defaults(func=cmd_validate)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True)
     probe = bench.add_parser("backend", help="phase-local env probe with the raw physics ceiling")

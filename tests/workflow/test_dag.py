@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,13 @@ from soaklab.schemas import schema_errors
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.snakemake
+# The default CPU run, sized for a test: the DAG and its artifacts are under test here, not learning.
+TINY = {"runs": {"cpu": {
+    "overrides": {"algo.num_envs": 8, "algo.max_iterations": 30, "algo.batch_size": 64, "algo.learning_starts": 5,
+                  "algo.actor_hidden": 32, "algo.critic_hidden": 32, "algo.num_blocks": 1,
+                  "algo.replay_buffer_size": 2000, "algo.save_interval": 10, "env.num_threads": 1},
+    "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "stale_progress_seconds": 60},
+}}}
 WORKFLOW_FILES = ["Snakefile", "workflow", "config", "profiles", "src/soaklab"]
 
 
@@ -31,29 +39,37 @@ def project(tmp_path, pinned_wheel):
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
     overlay = tmp_path / "local.yaml"
-    overlay.write_text(yaml.safe_dump({"assets": {"source": str(pinned_wheel)}}))
+    overlay.write_text(yaml.safe_dump({"assets": {"source": str(pinned_wheel)}, **TINY}))
     work = tmp_path / "work"
     work.mkdir()
     return root, work, overlay
 
 
-def snakemake(project, *args: str, overlays: tuple[Path, ...] = ()) -> subprocess.CompletedProcess:
+def snakemake(project, *args: str, overlays: tuple[Path, ...] = (), fault: str | None = None
+              ) -> subprocess.CompletedProcess:
     """Run Snakemake; overlays follow the local one (a second --configfile flag would replace the first)."""
     root, work, overlay = project
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(root / "Snakefile"), "--directory", str(work),
            "--cores", "1", "--configfile", str(overlay), *map(str, overlays)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+    env.pop("SOAKLAB_FAULT", None)
+    if fault:
+        env["SOAKLAB_FAULT"] = fault
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
 
 
-def planned(project) -> dict[str, int]:
-    proc = snakemake(project, "soak", "-n", "--quiet", "rules")
+def planned(project, *args: str) -> dict[str, int]:
+    proc = snakemake(project, "soak", "-n", "--quiet", "rules", *args)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", proc.stdout, re.M)
             if m.group(1) != "total"}
 
 
+CHAIN = ("prefetch_assets", "mps_start", "resolve_config", "train_soak", "extract_metrics", "validate_artifacts")
+
+
 def test_dry_run_lists_the_chain(project):
-    assert planned(project) == {"prefetch_assets": 1, "mps_start": 1, "resolve_config": 1, "soak": 1}
+    assert planned(project) == {**dict.fromkeys(CHAIN, 1), "soak": 1}
 
 
 def test_gpu_overlay_plans_the_gpu_run_only(project):
@@ -64,25 +80,63 @@ def test_gpu_overlay_plans_the_gpu_run_only(project):
     assert not any("results/cpu" in o for o in outputs)
 
 
-def test_run_then_edit_config_code_reruns_resolve_config_only(project):
+def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     root, work, _ = project
     proc = snakemake(project, "soak")
     assert proc.returncode == 0, proc.stderr
-    run_config = json.loads((work / "results/cpu/run_config.json").read_text())
+    results = work / "results/cpu"
+    run_config = json.loads((results / "run_config.json").read_text())
     assert schema_errors("run_config", run_config) == []
     assert run_config["config"]["training"]["log_dir"] == "results/cpu/train"
     assert run_config["run"]["assets"]["motion"].endswith("synthetic_dance.npz")
-    for rule in ("prefetch_assets", "mps_start", "resolve_config"):
+    soak = json.loads((results / "soak.json").read_text())
+    assert schema_errors("soak", soak) == [] and soak["status"] == "passed"
+    assert soak["run_summary"]["task"] == "g1_motion_tracking" and soak["run_summary"]["completed_iterations"] == 30
+    metrics = json.loads((results / "metrics.json").read_text())
+    assert metrics["missing"] == [] and metrics["metrics"]["Perf/total_fps"]["mean"] > 0
+    validation = json.loads((results / "validation.json").read_text())
+    assert validation["status"] == "passed", [c for c in validation["checks"] if not c["passed"]]
+    for rule in CHAIN:
         log = work / ("logs/assets" if rule == "prefetch_assets" else "logs/cpu") / f"{rule}.log"
         assert log.is_file(), rule
-        bench = next((work / "benchmarks/rules").rglob(f"{rule}.tsv"))
-        assert bench.is_file()
+        assert next((work / "benchmarks/rules").rglob(f"{rule}.tsv")).is_file()
     assert "devices: learner cpu -> cpu" in (work / "logs/cpu/resolve_config.log").read_text()
+    assert (work / "logs/cpu/soak_evidence/soak.json").is_file()
 
     assert planned(project) == {}
+    # -R extract_metrics: extraction and validation only; the soak is not rerun.
+    soak_mtime = (results / "soak.json").stat().st_mtime
+    assert planned(project, "-R", "extract_metrics") == {"extract_metrics": 1, "validate_artifacts": 1, "soak": 1}
+    proc = snakemake(project, "soak", "-R", "extract_metrics")
+    assert proc.returncode == 0, proc.stderr
+    assert (results / "soak.json").stat().st_mtime == soak_mtime
+
     with open(root / "src/soaklab/config/keys.py", "a") as fh:
         fh.write("\n# an edit\n")
-    assert planned(project) == {"resolve_config": 1, "soak": 1}
+    assert planned(project) == {"resolve_config": 1, "train_soak": 1, "extract_metrics": 1,
+                                "validate_artifacts": 1, "soak": 1}
+
+    report = work / "report.html"
+    proc = snakemake(project, "soak", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert report.stat().st_size > 10_000
+
+
+def test_failed_soak_fails_the_dag_keeps_evidence_and_a_rerun_retries(project):
+    _, work, _ = project
+    proc = snakemake(project, "soak", fault="raise_learner@3")
+    assert proc.returncode != 0
+    assert not (work / "results/cpu/soak.json").exists() and not (work / "results/cpu/train").exists()
+    evidence = work / "logs/cpu/soak_evidence"
+    soak = json.loads((evidence / "soak.json").read_text())
+    assert soak["failure_classification"] == "learner_failure"
+    assert "injected learner fault" in (evidence / "soak-console.log").read_text()
+    assert json.loads((evidence / "run_summary.json").read_text())["status"] == "failed"
+    assert "learner_failure" in (work / "logs/cpu/train_soak.log").read_text()
+
+    proc = snakemake(project, "soak")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((work / "results/cpu/validation.json").read_text())["status"] == "passed"
 
 
 def test_invalid_override_fails_the_dag_with_a_clear_log(project, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from soaklab.config.run_config import ResolvedRun, resolve_run_config
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.settings.devices import allow_cpu_carrier_from_env, probe_host
+from soaklab.soak.settings import CONSOLE_LOG
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
 TASKS_WITHOUT_ASSETS = ("cartpole_swingup",)
@@ -70,7 +72,8 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     configured = resolved.composed.config["training"]["log_dir"]
     c = resolved.composed
     run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim)
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+    # The soak monitor's console log is the one file allowed to be there first.
+    if run_dir.exists() and (not run_dir.is_dir() or any(p.name != CONSOLE_LOG for p in run_dir.iterdir())):
         raise InvalidInput(f"training.log_dir={run_dir}: exists and is not empty; choose a new directory")
     run_dir.mkdir(parents=True, exist_ok=True)
     record = resolved.record()
@@ -80,8 +83,13 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
 
 
 def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
+    from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
 
+    fault = fault_from_env()
+    if fault is not None and fault.name == "hang_startup":
+        while True:  # a trainer that never writes anything: the monitor's startup timeout must end it
+            time.sleep(1.0)
     run_dir, _ = prepare_run_dir(resolved)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "

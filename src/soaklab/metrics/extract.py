@@ -1,0 +1,102 @@
+"""`soaklab metrics`: last-N window means as JSON, every scalar as CSV, a PNG plot (DESIGN §9)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.metrics.events import check_tags, event_file, metric_schema, read_scalars
+from soaklab.schemas import validate_artifact
+
+METRICS_SCHEMA_VERSION = 1
+# Tags every schema-1 run logs from its first iterations on (losses once learning starts).
+REQUIRED_TAGS = (
+    "Perf/total_fps", "Perf/iteration_time", "Perf/learner_inference_ms", "Perf/learner_ingress_ms",
+    "Perf/learner_update_ms", "Perf/collector_env_step_ms", "Perf/collector_action_wait_ms",
+    "Perf/collector_ingress_write_ms", "Train/step_reward", "Replay/size", "Ingress/occupancy", "Loss/critic",
+    "Loss/actor",
+)
+# Logged once the first episode has finished: a short run may legitimately have none.
+EPISODE_TAGS = ("Train/mean_reward", "Train/episode_length")
+# Expected tags that are absent are reported as null and listed under "missing".
+EXPECTED_TAGS = REQUIRED_TAGS + EPISODE_TAGS
+# Where an iteration's time goes: the phase breakdown a throughput report quotes.
+PHASES = {"learner_inference": "Perf/learner_inference_ms", "learner_ingress": "Perf/learner_ingress_ms",
+          "learner_update": "Perf/learner_update_ms", "collector_env_step": "Perf/collector_env_step_ms",
+          "collector_action_wait": "Perf/collector_action_wait_ms",
+          "collector_ingress_write": "Perf/collector_ingress_write_ms"}
+
+
+def finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def windows(frame: pd.DataFrame, last: int) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per tag: mean of its last `last` points (never NaN: a non-finite mean is null and listed)."""
+    out: dict[str, dict[str, Any]] = {}
+    non_finite: list[str] = []
+    for tag, points in frame.groupby("tag", sort=True):
+        tail = points.tail(last)
+        mean = finite(tail["value"].mean(skipna=False))  # a NaN in the window is not averaged away
+        if mean is None:
+            non_finite.append(str(tag))
+        out[str(tag)] = {"mean": mean, "last": finite(tail["value"].iloc[-1]), "count": len(tail),
+                         "first_step": int(tail["step"].iloc[0]), "last_step": int(tail["step"].iloc[-1])}
+    return out, non_finite
+
+
+def run_facts(run_dir: Path) -> dict[str, Any]:
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    wall, steps = summary.get("training_wall_time_sec"), summary.get("total_env_steps")
+    return {"status": summary.get("status"), "completed_iterations": summary.get("completed_iterations"),
+            "total_env_steps": steps, "training_wall_time_sec": wall,
+            "end_to_end_env_steps_per_sec": steps / wall if steps is not None and wall else None}
+
+
+def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot: Path | None,
+                    html: Path | None, legacy: bool) -> dict[str, Any]:
+    if last < 1:
+        raise InvalidInput(f"--last={last}: expected an integer >= 1")
+    if not run_dir.is_dir():
+        raise InvalidInput(f"{run_dir}: not a run directory")
+    schema = metric_schema(run_dir, legacy)
+    path = event_file(run_dir)
+    frame = read_scalars(path)
+    check_tags(frame, schema, path)
+    values, non_finite = windows(frame, last)
+    expected = EXPECTED_TAGS if schema is not None else ()
+    missing = [t for t in expected if t not in values]
+    metrics: dict[str, Any] = {
+        "schema_version": METRICS_SCHEMA_VERSION,
+        "run_dir": str(run_dir),
+        "event_file": path.name,
+        "metric_schema_version": schema,
+        "legacy_unversioned": schema is None,
+        "last": last,
+        "run": run_facts(run_dir),
+        "metrics": {**values, **dict.fromkeys(missing)},
+        "missing": missing,
+        "non_finite": non_finite,
+        "phases_ms": {name: (values.get(tag) or {}).get("mean") for name, tag in PHASES.items()},
+    }
+    validate_artifact("metrics", metrics)
+    if csv is not None:
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(csv, index=False)
+    if plot is not None:
+        from soaklab.metrics.plot import plot_run
+
+        plot_run(frame, plot, title=str(run_dir))
+    if html is not None:
+        from soaklab.report import write_table
+
+        write_table([{"tag": tag, **(v or {"mean": None})} for tag, v in metrics["metrics"].items()], html,
+                    f"{run_dir}: means of the last {last} logged iterations")
+    write_json_atomic(out, metrics)
+    return metrics

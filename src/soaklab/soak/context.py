@@ -1,0 +1,31 @@
+"""Where and on what a soak ran: the soak JSON's context (DESIGN §9)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from soaklab.config.run_config import ResolvedRun
+from soaklab.hostinfo import cpu_model, git_state, usable_cores, versions
+from soaklab.jsonfiles import sha256_file
+from soaklab.soak import gpu
+
+SOURCE_DIR = Path(__file__).resolve().parent
+
+
+def soak_context(resolved: ResolvedRun) -> dict[str, Any]:
+    record = resolved.record()
+    manifest = (record["run"].get("assets") or {}).get("manifest")
+    gpus = gpu.gpu_identity()
+    return {
+        # The commit of the code that ran, found from this package's own source directory.
+        **{f"soaklab_{k}": v for k, v in git_state(SOURCE_DIR).items()},
+        "host": {"cpu_model": cpu_model(), "cores": usable_cores()},
+        "gpus": gpus,
+        "versions": versions(),
+        "asset_manifest": manifest,
+        "asset_manifest_sha256": sha256_file(Path(manifest)) if manifest and Path(manifest).is_file() else None,
+        "config_hash": record["config_hash"],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }

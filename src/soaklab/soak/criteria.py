@@ -1,0 +1,64 @@
+"""The pass table of a soak (seed 001, DESIGN §9), as checks with expected and actual values.
+
+The monitor applies the run-summary checks to decide shutdown_contract_violation;
+`soaklab validate` applies all of them again from the artifacts on disk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    expected: Any
+    actual: Any
+
+    @property
+    def passed(self) -> bool:
+        return self.actual == self.expected and type(self.actual) is type(self.expected)
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "expected": self.expected, "actual": self.actual, "passed": self.passed}
+
+
+def run_summary_checks(summary: dict[str, Any], num_envs: int) -> list[Check]:
+    """What the trainer's own run_summary.json must show for a passing soak."""
+    manifest = summary["runtime_manifest"]
+    flight, ingress, shutdown = manifest["inference_flight"], manifest["replay_ingress"], manifest["shutdown"]
+    chunks = math.ceil(num_envs / ingress["ingress_slot_rows"])
+    return [
+        Check("run status", "completed", summary["status"]),
+        Check("run failure_reason", None, summary["failure_reason"]),
+        Check("final inference queue depth", 0, flight["queue_depth"]),
+        Check("final inference publication lag", 0, flight["publication_lag"]),
+        Check("final replay occupancy", 0, ingress["occupancy"]),
+        Check("replay dropped batches", 0, ingress["dropped_batches"]),
+        Check("replay early returns", 0, ingress["early_returns"]),
+        Check("replay release sequence = published sequence", ingress["published_sequence"],
+              ingress["release_sequence"]),
+        Check(f"published sequence = vector_steps x ceil({num_envs} / {ingress['ingress_slot_rows']})",
+              ingress["vector_steps"] * chunks, ingress["published_sequence"]),
+        Check("shutdown classification", "normal_completion", shutdown["classification"]),
+        Check("shutdown cleanup errors", [], shutdown["cleanup"]["errors"]),
+    ]
+
+
+def monitor_checks(soak: dict[str, Any]) -> list[Check]:
+    """What the monitor itself must have seen."""
+    return [
+        Check("monitor status", "passed", soak["status"]),
+        Check("trainer return code", 0, soak["shutdown"]["trainer_returncode"]),
+        Check("soak failure_reason", None, soak["failure_reason"]),
+        Check("soak failure_classification", None, soak["failure_classification"]),
+        Check("post-shutdown residual processes", [],
+              [p["pid"] for p in soak["post_shutdown"]["residual_processes"]]),
+        Check("leak verdict", False, soak["resource_summary"]["leak_verdict"]["leak"]),
+    ]
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if not c.passed]

@@ -1,0 +1,368 @@
+"""`soaklab soak`: run the real trainer in its own session and watch it until it ends (DESIGN §9).
+
+The monitor never trusts the trainer to report its own health: it samples the
+process tree, memory, file descriptors and run-dir changes itself, enforces the
+start-up, stale-progress and minimum-duration limits, ends the trainer's whole
+process group when it must (TERM, then KILL), lists whatever outlives the grace
+period, and writes one soak JSON (schema 0.3.0) whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from soaklab.config.run_config import ResolvedRun
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.schemas import schema_errors
+from soaklab.soak import gpu
+from soaklab.soak.context import soak_context
+from soaklab.soak.criteria import failed, run_summary_checks
+from soaklab.soak.leak import leak_verdict
+from soaklab.soak.sampler import FD_CLASSES, ProcessKey, session_members, take_sample
+from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_log_dir, owned_overrides
+
+SOAK_SCHEMA_VERSION = "0.3.0"
+TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
+                           "external_cancellation", "unknown_failure")
+TERM_WAIT_S = 15.0  # the trainer's own shutdown (collector join, final checkpoint) gets this long
+PRINT_EVERY_S = 10.0
+
+
+@dataclass
+class Watch:
+    """What the monitor has seen so far; mutated only by the sampling loop."""
+
+    started_at: float
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    seen: dict[ProcessKey, dict[str, Any]] = field(default_factory=dict)
+    last_change: float = 0.0
+    last_fingerprint: tuple[Any, ...] | None = None
+    first_progress_s: float | None = None
+    termination: dict[str, Any] | None = None  # why and how the monitor ended the trainer
+
+
+class Cancelled(BaseException):
+    """SIGTERM/SIGINT to the monitor; a BaseException so no `except Exception` swallows it."""
+
+
+def resolve_request(request: SoakRequest) -> ResolvedRun:
+    """Everything the trainer would refuse, refused here first: nothing is spawned on bad input."""
+    from soaklab.rl.train import read_run_config, resolve_training
+
+    check_extra_overrides(list(request.extra_overrides))
+    check_log_dir(request.log_dir)
+    if request.run_config is not None:
+        algo_cfg = read_run_config(request.run_config)["config"]["algo"]
+        for flag, key, value in (("--num-envs", "num_envs", request.num_envs),
+                                 ("--iterations", "max_iterations", request.iterations)):
+            if value is not None and value != algo_cfg[key]:
+                raise InvalidInput(f"{flag}={value}: disagrees with algo.{key}={algo_cfg[key]} in "
+                                   f"{request.run_config}; drop the flag or resolve the run config again")
+    return resolve_training(request.run_config, request.algo, request.task, request.sim,
+                            [*owned_overrides(request), *request.extra_overrides], None)
+
+
+def trainer_command(request: SoakRequest) -> list[str]:
+    cmd = [sys.executable, "-m", "soaklab", "train"]
+    if request.run_config is not None:
+        cmd += ["--run-config", str(request.run_config)]
+    else:
+        cmd += ["--algo", str(request.algo), "--task", str(request.task), "--sim", str(request.sim)]
+    return cmd + owned_overrides(request) + list(request.extra_overrides)
+
+
+class Monitor:
+    def __init__(self, request: SoakRequest, resolved: ResolvedRun, argv: list[str]) -> None:
+        self.request = request
+        self.resolved = resolved
+        self.argv = argv
+        self.budget = request.budget
+        self.command = trainer_command(request)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.with_gpu = gpu.gpu_identity() is not None
+        self.watch = Watch(started_at=time.monotonic())
+
+    # -- watching ----------------------------------------------------------------------------------
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.watch.started_at
+
+    def _sample(self) -> dict[str, Any]:
+        assert self.proc is not None
+        sample = take_sample(self.proc.pid, self.request.log_dir, self._elapsed(), self.with_gpu)
+        w = self.watch
+        for entry in sample["processes"]:
+            w.seen.setdefault(ProcessKey(entry["pid"], entry["create_time"]), {"name": entry["name"]})
+        progress = sample["progress"]
+        fingerprint = (progress["files"], progress["bytes"], progress["newest_mtime"])
+        if fingerprint != w.last_fingerprint:
+            w.last_fingerprint, w.last_change = fingerprint, time.monotonic()
+        if w.first_progress_s is None and progress["iteration"] is not None:
+            w.first_progress_s = sample["elapsed_s"]
+        w.samples.append(sample)
+        return sample
+
+    def _limit_reached(self) -> str | None:
+        w, b = self.watch, self.budget
+        if w.first_progress_s is None:
+            if self._elapsed() > b.startup_timeout:
+                return "timeout/startup"
+        elif time.monotonic() - w.last_change > b.stale_progress:
+            return "timeout/stale_tick"
+        return None
+
+    def _print(self, sample: dict[str, Any]) -> None:
+        p = sample["progress"]
+        it = "-" if p["iteration"] is None else p["iteration"]
+        print(f"soak: {sample['elapsed_s']:.0f}s | it {it}/{self.resolved.composed.config['algo']['max_iterations']}"
+              f" | procs {sample['process_count']} | rss {sample['rss_bytes'] / (1 << 20):,.0f} MiB"
+              f" | shm fds {sample['fds']['shared_memory']} | eventfds {sample['fds']['eventfd']}", flush=True)
+
+    def _loop(self) -> None:
+        assert self.proc is not None
+        last_print = -PRINT_EVERY_S
+        self.watch.last_change = time.monotonic()
+        while True:
+            sample = self._sample()
+            if sample["elapsed_s"] - last_print >= PRINT_EVERY_S:
+                self._print(sample)
+                last_print = sample["elapsed_s"]
+            if self.proc.poll() is not None:
+                return
+            reason = self._limit_reached()
+            if reason is not None:
+                self._terminate(reason)
+                return
+            try:
+                self.proc.wait(timeout=self.budget.sample_interval)
+            except subprocess.TimeoutExpired:
+                continue
+
+    # -- ending it ---------------------------------------------------------------------------------
+    def _terminate(self, reason: str) -> None:
+        """TERM to the trainer's process group, KILL what is left after TERM_WAIT_S."""
+        detected_s = round(self._elapsed(), 3)
+        sent: list[str] = []
+        for sig, wait_s in ((signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 5.0)):
+            if self.proc is None or self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+                sent.append(sig.name)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+        self.watch.termination = {"reason": reason, "signals_sent": sent, "detected_at_s": detected_s,
+                                  "ended_at_s": round(self._elapsed(), 3)}
+        print(f"soak: {reason}: ended the trainer's process group ({', '.join(sent) or 'already gone'})", flush=True)
+
+    def _residual_processes(self) -> list[dict[str, Any]]:
+        """Everything the trainer started that outlived the grace period; then the monitor ends them."""
+        assert self.proc is not None
+        time.sleep(self.budget.post_shutdown_grace)
+        found: dict[ProcessKey, psutil.Process] = {}
+        for key in self.watch.seen:
+            if key.pid != self.proc.pid and key.alive():
+                found[key] = psutil.Process(key.pid)
+        for proc in session_members(self.proc.pid):
+            try:
+                found.setdefault(ProcessKey(proc.pid, proc.create_time()), proc)
+            except psutil.Error:
+                continue
+        residual = []
+        for key, proc in sorted(found.items(), key=lambda kv: kv[0].pid):
+            try:
+                cmdline = proc.cmdline()
+            except psutil.Error:
+                cmdline = []
+            residual.append({"pid": key.pid, "create_time": key.create_time,
+                             "name": self.watch.seen.get(key, {}).get("name") or proc.name(),
+                             "cmdline": cmdline, "killed_by_monitor": _kill(proc)})
+        return residual
+
+    # -- the soak ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        request = self.request
+        request.log_dir.mkdir(parents=True, exist_ok=True)
+        previous = {s: signal.signal(s, _raise_cancelled) for s in (signal.SIGTERM, signal.SIGINT)}
+        residual: list[dict[str, Any]] = []
+        monitor_error: str | None = None
+        try:
+            with open(request.console_log, "wb") as console:
+                env = dict(os.environ, PYTHONUNBUFFERED="1")
+                print(f"soak: $ {' '.join(self.command)}", flush=True)
+                self.proc = subprocess.Popen(self.command, stdout=console, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+            self.watch.started_at = time.monotonic()
+            self._loop()
+        except Cancelled as exc:
+            for s in previous:  # one cancellation is enough; the group is ended exactly once
+                signal.signal(s, signal.SIG_IGN)
+            self._terminate("external_cancellation")
+            assert self.watch.termination is not None
+            self.watch.termination["signal"] = str(exc)
+        except Exception as exc:  # the monitor's own failure still ends the trainer and leaves evidence
+            monitor_error = f"{type(exc).__name__}: {exc}"
+            if self.proc is not None:
+                self._terminate("monitor_failure")
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        ended_s = self._elapsed()
+        if self.proc is not None:
+            residual = self._residual_processes()
+        soak = self._soak_json(ended_s, residual, monitor_error)
+        write_json_atomic(request.output, soak)
+        if request.evidence_dir is not None:
+            copy_evidence(request, soak)
+        return soak
+
+    def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
+                   ) -> dict[str, Any]:
+        summary, summary_problem = read_run_summary(self.request.log_dir)
+        verdict = leak_verdict(self.watch.samples)
+        returncode = self.proc.returncode if self.proc is not None else None
+        classification, reason = self._classify(summary, summary_problem, returncode, residual, verdict,
+                                                duration_s, monitor_error)
+        soak: dict[str, Any] = {
+            "schema_version": SOAK_SCHEMA_VERSION,
+            "status": "passed" if classification is None else "failed",
+            "failure_reason": reason,
+            "failure_classification": classification,
+            "command": {"monitor": ["soaklab", *self.argv], "trainer": self.command},
+            "run_dir": str(self.request.log_dir),
+            "console_log": str(self.request.console_log),
+            "context": soak_context(self.resolved),
+            "monitor": {**self.budget.record(), "gpu_sampling": self.with_gpu},
+            "duration_s": round(duration_s, 3),
+            "first_progress_s": self.watch.first_progress_s,
+            "samples": self.watch.samples,
+            "resource_summary": resource_summary(self.watch.samples, summary, verdict),
+            "shutdown": {
+                "trainer_pid": self.proc.pid if self.proc is not None else None,
+                "trainer_returncode": returncode,
+                "trainer_signal": signal.Signals(-returncode).name if returncode is not None and returncode < 0
+                else None,
+                "terminated_by_monitor": self.watch.termination,
+                "classification": (summary or {}).get("runtime_manifest", {}).get("shutdown", {}).get(
+                    "classification"),
+            },
+            "post_shutdown": {"grace_seconds": self.budget.post_shutdown_grace, "residual_processes": residual},
+            "run_summary": summary,
+        }
+        errors = schema_errors("soak", soak)
+        if errors:  # still written: the evidence matters more than the shape
+            soak.update(status="failed", failure_classification="schema_violation",
+                        failure_reason=f"soak JSON violates its schema: {errors[0]}")
+        return soak
+
+    def _classify(self, summary: dict[str, Any] | None, summary_problem: str | None, returncode: int | None,
+                  residual: list[dict[str, Any]], verdict: dict[str, Any], duration_s: float,
+                  monitor_error: str | None) -> tuple[str | None, str | None]:
+        """The first failure in order of cause: the monitor's own verdicts, then the trainer's."""
+        if monitor_error is not None:
+            return "monitor_failure", monitor_error
+        term = self.watch.termination
+        if term is not None:
+            limits = {"timeout/startup": f"no progress.json within {self.budget.startup_timeout:g}s",
+                      "timeout/stale_tick": f"no file in the run dir changed for {self.budget.stale_progress:g}s",
+                      "external_cancellation": f"the monitor received {term.get('signal')}"}
+            return term["reason"], limits.get(term["reason"], term["reason"])
+        if summary is None:
+            kind = "missing_run_summary" if summary_problem == "missing" else "invalid_run_summary"
+            return kind, f"run_summary.json: {summary_problem} (trainer exit code {returncode})"
+        trainer = summary["runtime_manifest"]["shutdown"]["classification"]
+        if summary["status"] != "completed":
+            kind = trainer if trainer in TRAINER_CLASSIFICATIONS and trainer != "normal_completion" \
+                else "unknown_failure"
+            return kind, summary["failure_reason"] or trainer
+        bad = failed(run_summary_checks(summary, self.resolved.settings.num_envs))
+        if bad or returncode != 0:
+            what = f"{bad[0].name}: expected {bad[0].expected!r}, got {bad[0].actual!r}" if bad \
+                else f"trainer exit code {returncode} with a completed run summary"
+            return "shutdown_contract_violation", what
+        if residual:
+            return "resource_leak", f"processes alive after the grace period: {[p['pid'] for p in residual]}"
+        if verdict["leak"]:
+            return "resource_leak", f"sustained growth beyond its bound: {', '.join(verdict['leaking'])}"
+        if duration_s < self.budget.min_duration:
+            return "min_duration_not_met", (f"the run ended after {duration_s:.1f}s, before the minimum "
+                                            f"{self.budget.min_duration:g}s; raise --iterations")
+        return None, None
+
+
+def _raise_cancelled(signum: int, _frame: Any) -> None:
+    raise Cancelled(signal.Signals(signum).name)
+
+
+def _kill(proc: psutil.Process) -> bool:
+    try:
+        proc.kill()
+        proc.wait(timeout=5)
+        return True
+    except psutil.Error:
+        return False
+
+
+def read_run_summary(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    import json
+
+    path = run_dir / "run_summary.json"
+    if not path.is_file():
+        return None, "missing"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable ({exc})"
+    errors = schema_errors("run_summary", summary)
+    if errors:
+        return None, f"violates its schema ({errors[0]})"
+    return summary, None
+
+
+def resource_summary(samples: list[dict[str, Any]], summary: dict[str, Any] | None,
+                     verdict: dict[str, Any]) -> dict[str, Any]:
+    def peak(get: Any) -> float | None:
+        values = [v for s in samples if (v := get(s)) is not None]
+        return max(values) if values else None
+
+    manifest = (summary or {}).get("runtime_manifest", {})
+    flight, ingress = manifest.get("inference_flight", {}), manifest.get("replay_ingress", {})
+    return {
+        "samples": len(samples),
+        "peaks": {
+            "process_count": peak(lambda s: s["process_count"]),
+            "rss_bytes": peak(lambda s: s["rss_bytes"]),
+            "gpu_memory_bytes": peak(lambda s: s["gpu_memory_bytes"]),
+            **{f"fds.{cls}": peak(lambda s, c=cls: s["fds"][c]) for cls in FD_CLASSES},
+            "replay_high_water_occupancy": ingress.get("high_water_occupancy"),
+            "inference_events": flight.get("ticks_published"),
+            "max_in_flight": flight.get("max_in_flight"),
+        },
+        "leak_verdict": verdict,
+    }
+
+
+def copy_evidence(request: SoakRequest, soak: dict[str, Any]) -> None:
+    """The soak JSON, console log and the run's own records, where a failed DAG job keeps them."""
+    dest = request.evidence_dir
+    assert dest is not None
+    dest.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(dest / "soak.json", soak)
+    for path in (request.console_log, *(request.log_dir / n for n in ("run_summary.json", "run_config.json",
+                                                                        "progress.json"))):
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)

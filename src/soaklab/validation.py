@@ -1,0 +1,76 @@
+"""`soaklab validate`: every artifact of a soak against its schema and the pass table (DESIGN §9).
+
+An artifact that is missing, unreadable or breaks its schema is bad input (exit 2,
+no report). Otherwise every check is written with its expected and actual value,
+and any failed check makes the command exit 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.metrics.extract import REQUIRED_TAGS
+from soaklab.schemas import load_artifact, validate_artifact
+from soaklab.soak.criteria import Check, monitor_checks, run_summary_checks
+
+VALIDATION_SCHEMA_VERSION = 1
+
+
+def _load(name: str, path: Path) -> Any:
+    if not path.is_file():
+        raise InvalidInput(f"{path}: missing {name}")
+    return load_artifact(name, path, f"it is not a valid {name}")
+
+
+def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config: dict[str, Any],
+                       run_dir: Path) -> list[Check]:
+    """The artifacts must describe one and the same run."""
+    return [
+        Check("soak JSON embeds this run dir's run_summary.json", True, soak["run_summary"] == summary),
+        Check("config hash: run_summary.json = run_config.json", run_config["config_hash"], summary["config_hash"]),
+        Check("config hash: soak context = run_config.json", run_config["config_hash"],
+              soak["context"]["config_hash"]),
+        Check("checkpoints written", True, any((run_dir / "checkpoints").glob("*.pt"))),
+    ]
+
+
+def metrics_checks(metrics: dict[str, Any], run_dir: Path) -> list[Check]:
+    return [
+        Check("metrics read this run dir", run_dir.resolve().name, Path(metrics["run_dir"]).resolve().name),
+        Check("metrics: metric_schema_version", 1, metrics["metric_schema_version"]),
+        Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]),
+        Check("metrics: non-finite windows", [], metrics["non_finite"]),
+    ]
+
+
+def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run_config_path: Path | None,
+                  out: Path, html: Path | None = None) -> dict[str, Any]:
+    if not run_dir.is_dir():
+        raise InvalidInput(f"--run-dir {run_dir}: not a directory")
+    soak = _load("soak", soak_path)
+    summary = _load("run_summary", run_dir / "run_summary.json")
+    run_config = _load("run_config", run_config_path or run_dir / "run_config.json")
+    metrics = _load("metrics", metrics_path) if metrics_path is not None else None
+    artifacts = {"soak": str(soak_path), "run_summary": str(run_dir / "run_summary.json"),
+                 "run_config": str(run_config_path or run_dir / "run_config.json"),
+                 "metrics": str(metrics_path) if metrics_path else None}
+    checks = [Check(f"{name} matches its schema", "valid", "valid") for name, p in artifacts.items() if p]
+    checks += monitor_checks(soak)
+    checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
+    checks += consistency_checks(soak, summary, run_config, run_dir)
+    if metrics is not None:
+        checks += metrics_checks(metrics, run_dir)
+    passed = sum(c.passed for c in checks)
+    report = {"schema_version": VALIDATION_SCHEMA_VERSION, "status": "passed" if passed == len(checks) else "failed",
+              "artifacts": artifacts, "passed": passed, "failed": len(checks) - passed,
+              "checks": [c.record() for c in checks]}
+    validate_artifact("validation", report)
+    if html is not None:
+        from soaklab.report import write_table
+
+        write_table(report["checks"], html, f"{soak_path}: {report['status']} ({passed}/{len(checks)} checks)")
+    write_json_atomic(out, report)
+    return report

@@ -1,0 +1,118 @@
+"""`soaklab metrics` on real TensorBoard event files: windows, CSV, plot, and every refusal."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from soaklab.metrics.extract import EXPECTED_TAGS
+from soaklab.schemas import schema_errors
+from tests.conftest import one_line
+
+POINTS = 12000  # beyond TensorBoard's default 10000-point scalar sampling
+
+
+def make_run(root: Path, tags: dict[str, list[float]], summary: dict | None = None, name: str = "run") -> Path:
+    run = root / name
+    writer = SummaryWriter(log_dir=str(run))
+    for tag, values in tags.items():
+        for step, value in enumerate(values):
+            writer.add_scalar(tag, value, step)
+    writer.close()
+    base = {"status": "completed", "completed_iterations": POINTS, "total_env_steps": 8 * POINTS,
+            "training_wall_time_sec": 100.0, "metric_schema_version": 1}
+    (run / "run_summary.json").write_text(json.dumps(base if summary is None else summary))
+    return run
+
+
+@pytest.fixture
+def full_run(tmp_path) -> Path:
+    tags = {tag: [float(i) for i in range(50)] for tag in EXPECTED_TAGS}
+    tags["Perf/total_fps"] = [float(i) for i in range(POINTS)]
+    return make_run(tmp_path, tags)
+
+
+def test_last_window_means_csv_and_plot(cli, full_run, tmp_path):
+    out, csv, png, html = (tmp_path / n for n in ("m.json", "m.csv", "m.png", "m.html"))
+    result = cli("metrics", full_run, "--last", "20", "--out", out, "--csv", csv, "--plot", png, "--html", html)
+    assert result.code == 0, result.err
+    metrics = json.loads(out.read_text())
+    assert schema_errors("metrics", metrics) == []
+    fps = metrics["metrics"]["Perf/total_fps"]
+    assert fps["mean"] == pytest.approx(sum(range(POINTS - 20, POINTS)) / 20)
+    assert (fps["count"], fps["first_step"], fps["last_step"]) == (20, POINTS - 20, POINTS - 1)
+    assert metrics["metrics"]["Loss/critic"]["mean"] == pytest.approx(39.5)
+    assert metrics["missing"] == [] and metrics["non_finite"] == []
+    assert metrics["run"]["end_to_end_env_steps_per_sec"] == pytest.approx(8 * POINTS / 100.0)
+    frame = pd.read_csv(csv)
+    assert list(frame.columns) == ["tag", "step", "wall_time", "value"]
+    assert (frame["tag"] == "Perf/total_fps").sum() == POINTS, "every point, no sampling cap"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Perf/total_fps" in html.read_text()
+
+
+def test_missing_tags_are_null_and_listed_and_nan_never_written(cli, tmp_path):
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0], "Loss/critic": [1.0, math.nan]})
+    out = tmp_path / "m.json"
+    assert cli("metrics", run, "--last", "2", "--out", out).code == 0
+    text = out.read_text()
+    assert "NaN" not in text
+    metrics = json.loads(text)
+    assert metrics["metrics"]["Train/mean_reward"] is None and "Train/mean_reward" in metrics["missing"]
+    assert metrics["metrics"]["Loss/critic"]["mean"] is None and metrics["non_finite"] == ["Loss/critic"]
+
+
+def test_legacy_run_is_read_only_when_asked(cli, tmp_path):
+    run = make_run(tmp_path, {"perf/total_fps": [5.0] * 30, "timing/iteration": [0.1] * 30},
+                   summary={"status": "completed"})
+    out = tmp_path / "m.json"
+    refused = cli("metrics", run, "--out", out)
+    assert refused.code == 2 and "--legacy-unversioned" in one_line(refused.err)
+    result = cli("metrics", run, "--out", out, "--legacy-unversioned")
+    assert result.code == 0, result.err
+    metrics = json.loads(out.read_text())
+    assert metrics["legacy_unversioned"] is True and metrics["metric_schema_version"] is None
+    assert metrics["metrics"]["perf/total_fps"]["mean"] == 5.0
+
+
+def _second_event_file(run: Path) -> None:
+    SummaryWriter(log_dir=str(run), filename_suffix=".second").close()
+
+
+@pytest.mark.parametrize(("mutate", "flags", "words"), [
+    (lambda run: (run / "run_summary.json").unlink(), (), "run_summary.json: missing"),
+    (lambda run: (run / "run_summary.json").write_text("{not json"), (), "unreadable"),
+    (lambda run: (run / "run_summary.json").write_text(json.dumps({"status": "completed"})), (),
+     "no metric_schema_version"),
+    (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": True})), (),
+     "metric_schema_version=true: unsupported"),
+    (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": 2})), (),
+     "metric_schema_version=2: unsupported"),
+    (_second_event_file, (), "2 event files"),
+    (lambda run: [p.unlink() for p in run.glob("events.out.tfevents.*")], (), "no TensorBoard event file"),
+    (lambda run: None, ("--legacy-unversioned",), "declares metric_schema_version=1; drop the flag"),
+    (lambda run: None, ("--last", "0"), "--last=0"),
+])
+def test_bad_input_fails_closed(cli, full_run, tmp_path, mutate, flags, words):
+    mutate(full_run)
+    out = tmp_path / "m.json"
+    result = cli("metrics", full_run, "--out", out, *flags)
+    assert result.code == 2
+    assert words in one_line(result.err)
+    assert not out.exists()
+
+
+def test_legacy_tags_in_a_v1_run_fail_closed(cli, tmp_path):
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0], "perf/total_fps": [1.0]})
+    result = cli("metrics", run, "--out", tmp_path / "m.json")
+    assert result.code == 2 and "legacy tag perf/total_fps" in one_line(result.err)
+
+
+def test_missing_run_dir_fails_closed(cli, tmp_path):
+    result = cli("metrics", tmp_path / "nope", "--out", tmp_path / "m.json")
+    assert result.code == 2 and "not a run directory" in one_line(result.err)

@@ -1,0 +1,122 @@
+"""The real monitor against the real trainer, each failure injected with SOAKLAB_FAULT (DESIGN §9)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from soaklab.schemas import schema_errors
+from soaklab.soak.sampler import ProcessKey
+
+
+def finished(run, code: int = 1) -> dict:
+    assert run.wait() == code, run.out()
+    soak = run.soak
+    assert schema_errors("soak", soak) == []
+    assert (run.evidence / "soak.json").is_file() and (run.evidence / "soak-console.log").is_file()
+    return soak
+
+
+def no_process_left(soak: dict) -> None:
+    """Nothing the monitor ever saw is still running."""
+    for sample in soak["samples"]:
+        for p in sample["processes"]:
+            assert not ProcessKey(p["pid"], p["create_time"]).alive(), f"{p['name']} ({p['pid']}) outlived the soak"
+
+
+def test_a_clean_run_passes_with_every_record(start_soak):
+    run = start_soak(iterations=40)
+    soak = finished(run, 0)
+    assert soak["status"] == "passed" and soak["failure_classification"] is None
+    assert soak["shutdown"]["trainer_returncode"] == 0 and soak["shutdown"]["classification"] == "normal_completion"
+    assert soak["post_shutdown"]["residual_processes"] == []
+    assert soak["run_summary"]["completed_iterations"] == 40
+    sample = soak["samples"][len(soak["samples"]) // 2]
+    assert sample["process_count"] >= 2, "trainer and collector are both sampled"
+    assert sample["fds"]["shared_memory"] >= 1 and sample["rss_bytes"] > 0
+    assert soak["context"]["config_hash"] == soak["run_summary"]["config_hash"]
+    assert soak["resource_summary"]["peaks"]["inference_events"] == 40
+    assert (run.log_dir / "soak-console.log").read_text().count("train: ") >= 1
+    no_process_left(soak)
+
+
+@pytest.mark.parametrize(("fault", "classification"), [
+    ("raise_learner@3", "learner_failure"),
+    ("kill_collector@3", "collector_failure"),
+])
+def test_trainer_failures_carry_the_trainer_classification(start_soak, fault, classification):
+    soak = finished(start_soak(fault=fault))
+    assert soak["failure_classification"] == classification
+    assert soak["shutdown"]["classification"] == classification
+    assert soak["run_summary"]["status"] == "failed"
+    no_process_left(soak)
+
+
+def test_hung_trainer_ends_as_stale_tick_within_the_limit(start_soak):
+    soak = finished(start_soak(fault="hang_learner@5", iterations=1000, stale_progress_seconds=4))
+    assert soak["failure_classification"] == "timeout/stale_tick"
+    term = soak["shutdown"]["terminated_by_monitor"]
+    assert term["signals_sent"][0] == "SIGTERM"
+    # Detection follows the last change in the run dir by the limit plus at most a sample or two.
+    def fingerprint(s):
+        return s["progress"]["files"], s["progress"]["bytes"], s["progress"]["newest_mtime"]
+
+    final = fingerprint(soak["samples"][-1])
+    last_change = min(s["elapsed_s"] for s in soak["samples"] if fingerprint(s) == final)
+    assert 4 <= term["detected_at_s"] - last_change <= 4 + 2 * 0.25 + 1
+    no_process_left(soak)
+
+
+def test_trainer_that_never_writes_ends_as_startup_timeout(start_soak):
+    soak = finished(start_soak(fault="hang_startup@0", startup_timeout_seconds=4))
+    assert soak["failure_classification"] == "timeout/startup"
+    assert soak["first_progress_s"] is None and soak["run_summary"] is None
+    assert 4 <= soak["shutdown"]["terminated_by_monitor"]["detected_at_s"] <= 4 + 2 * 0.25 + 1
+    no_process_left(soak)
+
+
+def test_child_left_alive_is_a_resource_leak_naming_its_pid(start_soak):
+    soak = finished(start_soak(fault="leak_child@3", iterations=150, sample_interval_seconds=0.1))
+    assert soak["failure_classification"] == "resource_leak"
+    residual = soak["post_shutdown"]["residual_processes"]
+    assert len(residual) == 1 and str(residual[0]["pid"]) in soak["failure_reason"]
+    assert residual[0]["killed_by_monitor"] is True
+    assert not ProcessKey(residual[0]["pid"], residual[0]["create_time"]).alive()
+
+
+def test_sigterm_to_the_monitor_is_external_cancellation(start_soak):
+    run = start_soak(iterations=100000)
+    deadline = time.monotonic() + 60
+    while not (run.log_dir / "progress.json").is_file():
+        assert time.monotonic() < deadline and run.proc.poll() is None, run.out()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGTERM)
+    soak = finished(run)
+    assert soak["failure_classification"] == "external_cancellation"
+    assert soak["shutdown"]["terminated_by_monitor"]["signal"] == "SIGTERM"
+    assert soak["post_shutdown"]["residual_processes"] == []
+    no_process_left(soak)
+
+
+def test_run_shorter_than_the_minimum_fails(start_soak):
+    soak = finished(start_soak(iterations=20, min_duration_seconds=600))
+    assert soak["failure_classification"] == "min_duration_not_met"
+    assert soak["run_summary"]["status"] == "completed", "the trainer itself was fine"
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (("--extra-override", "algo.num_envs=4"), "algo.num_envs is owned by `soaklab soak`"),
+    (("--extra-override", "training.log_dir=/tmp/x"), "training.log_dir is owned"),
+    (("--extra-override", "training.sim_backend=mjwarp"), "training.sim_backend is owned"),
+    (("--extra-override", "training.inference_slot_capacity=0"), "training.inference_slot_capacity=0"),
+    (("--sample-interval-seconds", "0"), "--sample-interval-seconds=0.0"),
+])
+def test_bad_input_is_refused_before_anything_is_spawned(start_soak, flags, words):
+    run = start_soak(*flags)
+    assert run.wait() == 2
+    out = [line for line in run.out().splitlines() if line.strip()]
+    assert len(out) == 1 and words in out[0], out
+    assert not run.log_dir.exists() and not run.output.exists()

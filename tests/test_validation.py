@@ -1,0 +1,112 @@
+"""`soaklab validate` on the artifacts of a real soak, and on tampered copies of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soaklab.schemas import schema_errors
+from tests.conftest import one_line
+from tests.soak.conftest import EXTRA
+
+
+@pytest.fixture(scope="module")
+def soaked(tmp_path_factory) -> Path:
+    """One real passing soak of the control task, with its metrics."""
+    root = tmp_path_factory.mktemp("soaked")
+    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+    env.pop("SOAKLAB_FAULT", None)
+    soak = [sys.executable, "-m", "soaklab", "soak", "--algo", "sac", "--task", "cartpole_swingup", "--sim",
+            "mujoco", "--num-envs", "8", "--iterations", "30", "--min-duration-seconds", "1",
+            "--sample-interval-seconds", "0.5", "--startup-timeout-seconds", "60", "--stale-progress-seconds", "20",
+            "--post-shutdown-grace-seconds", "0.5", *[a for o in EXTRA for a in ("--extra-override", o)],
+            "--log-dir", str(root / "run"), "--output", str(root / "soak.json")]
+    done = subprocess.run(soak, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = [sys.executable, "-m", "soaklab", "metrics", str(root / "run"), "--out", str(root / "metrics.json")]
+    assert subprocess.run(metrics, capture_output=True, timeout=120).returncode == 0
+    return root
+
+
+@pytest.fixture
+def copy(soaked, tmp_path) -> Path:
+    shutil.copytree(soaked, tmp_path / "c")
+    return tmp_path / "c"
+
+
+def validate(cli, root: Path, out: Path, *extra: str):
+    return cli("validate", "--soak", root / "soak.json", "--run-dir", root / "run", "--metrics",
+               root / "metrics.json", "--out", out, *extra)
+
+
+def test_real_soak_validates_with_every_check(cli, soaked, tmp_path):
+    out, html = tmp_path / "v.json", tmp_path / "v.html"
+    result = validate(cli, soaked, out, "--html", html)
+    assert result.code == 0, result.err
+    report = json.loads(out.read_text())
+    assert schema_errors("validation", report) == []
+    assert report["status"] == "passed" and report["failed"] == 0
+    names = {c["name"] for c in report["checks"]}
+    for expected in ("monitor status", "trainer return code", "final replay occupancy",
+                     "replay release sequence = published sequence", "shutdown cleanup errors",
+                     "post-shutdown residual processes", "leak verdict", "metrics: missing required tags",
+                     "config hash: run_summary.json = run_config.json"):
+        assert expected in names
+    assert any(n.startswith("published sequence = vector_steps x ceil(8 / 8)") for n in names)
+    assert "final replay occupancy" in html.read_text()
+
+
+def edit(path: Path, change) -> None:
+    payload = json.loads(path.read_text())
+    change(payload)
+    path.write_text(json.dumps(payload))
+
+
+@pytest.mark.parametrize(("target", "change", "failed_check"), [
+    ("run/run_summary.json", lambda s: s["runtime_manifest"]["replay_ingress"].update(occupancy=1),
+     "final replay occupancy"),
+    ("run/run_summary.json", lambda s: s["runtime_manifest"]["replay_ingress"].update(dropped_batches=3),
+     "replay dropped batches"),
+    ("run/run_summary.json", lambda s: s["runtime_manifest"]["shutdown"]["cleanup"].update(errors=["x"]),
+     "shutdown cleanup errors"),
+    ("run/run_summary.json", lambda s: s.update(config_hash="sha256:" + "0" * 64),
+     "config hash: run_summary.json = run_config.json"),
+    ("soak.json", lambda s: s.update(status="failed"), "monitor status"),
+    ("soak.json", lambda s: s["post_shutdown"]["residual_processes"].append(
+        {"pid": 4242, "create_time": 1.0, "name": "x", "cmdline": [], "killed_by_monitor": True}),
+     "post-shutdown residual processes"),
+    ("metrics.json", lambda m: m.update(missing=["Loss/critic"]), "metrics: missing required tags"),
+])
+def test_each_failed_criterion_is_named_with_expected_and_actual(cli, copy, tmp_path, target, change, failed_check):
+    edit(copy / target, change)
+    out = tmp_path / "v.json"
+    result = validate(cli, copy, out)
+    assert result.code == 1
+    report = json.loads(out.read_text())
+    bad = [c for c in report["checks"] if not c["passed"]]
+    assert failed_check in {c["name"] for c in bad}
+    assert f"FAILED {failed_check}" in result.err
+
+
+@pytest.mark.parametrize(("mutate", "words"), [
+    (lambda root: (root / "soak.json").unlink(), "soak.json: missing soak"),
+    (lambda root: (root / "soak.json").write_text("[]"), "soak violates its schema"),
+    (lambda root: (root / "metrics.json").write_text("{"), "unreadable metrics"),
+    (lambda root: (root / "run" / "run_summary.json").unlink(), "run_summary.json: missing run_summary"),
+    (lambda root: edit(root / "soak.json", lambda s: s.update(schema_version="0.2.0")),
+     "soak violates its schema (schema_version"),
+    (lambda root: shutil.rmtree(root / "run"), "--run-dir"),
+])
+def test_bad_input_fails_closed(cli, copy, tmp_path, mutate, words):
+    mutate(copy)
+    out = tmp_path / "v.json"
+    result = validate(cli, copy, out)
+    assert result.code == 2
+    assert words in one_line(result.err)
+    assert not out.exists()
