@@ -39,6 +39,9 @@ def main() -> int:
     for name in ("soak.json", "metrics.json", "metrics.png", "validation.json"):
         if (evidence / name).is_file():
             shutil.copy2(evidence / name, OUT / name)
+    if not (OUT / "soak.json").is_file():
+        print(f"cpu_soak: no soak JSON in {evidence}; see logs/{RUN}/train_soak.log", file=sys.stderr)
+        return 1
     soak = json.loads((OUT / "soak.json").read_text())
     summary: dict = {
         "command": " ".join(["python -m snakemake", *cmd[3:]]),

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""On the GPU machine: compile mujoco_warp's kernels for the G1 tracking scene, time the raw ceiling.
+
+Pulls the G1 assets from the carried pinned wheel, builds the tracking model (the
+scene plus the task's sensors), puts it on the GPU for each world count with
+per-world contact/constraint sizes, captures `decimation` physics steps in one CUDA
+graph and times replays with CUDA events (median of repeats, after warm-up). Also
+reports contact/constraint overflow seen during the run. Writes JSON to --out.
+
+    bash scripts/gpu/bootstrap.sh python3 scripts/gpu/warmup.py --out "$OUT/warmup.json"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", default="1024,4096,8192")
+    parser.add_argument("--nconmax", type=int, default=48, help="contacts per world")
+    parser.add_argument("--njmax", type=int, default=192, help="constraint rows per world")
+    parser.add_argument("--replays", type=int, default=50)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    import mujoco
+    import numpy as np
+
+    from soaklab.assets.pull import PullRequest, pull_assets
+    from soaklab.config.compose import compose
+    from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model
+
+    wheel = next(Path("resources/assets/cache").glob("mjlab-*.whl"))
+    manifest = pull_assets(PullRequest(robot="g1", source=str(wheel), motion=None, dest=Path("resources/assets"),
+                                       manifest=Path("results/assets/manifest.json"), repair=False))
+    config = compose("flashsac", "g1_motion_tracking", "mujoco", []).config
+    cfg = TrackingConfig.from_config(config["task"])
+    model, _, _ = build_tracking_model(manifest["scene"]["path"], cfg)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    mujoco.mj_forward(model, data)
+
+    t0 = time.perf_counter()
+    import mujoco_warp as mjw
+    import warp as wp
+
+    wp.init()
+    result: dict = {"versions": {"warp": wp.config.version, "mujoco_warp": getattr(mjw, "__version__", None),
+                                 "mujoco": mujoco.__version__},
+                    "device": wp.get_device().name, "decimation": cfg.decimation, "nconmax": args.nconmax,
+                    "njmax": args.njmax, "runs": []}
+    wmodel = mjw.put_model(model)
+    for n in [int(w) for w in args.worlds.split(",")]:
+        wdata = mjw.put_data(model, data, nworld=n, nconmax=args.nconmax, njmax=args.njmax)
+        start = time.perf_counter()
+        for _ in range(cfg.decimation):  # the first call compiles (or loads the cache)
+            mjw.step(wmodel, wdata)
+        wp.synchronize()
+        first_s = time.perf_counter() - start
+        with wp.ScopedCapture() as capture:
+            for _ in range(cfg.decimation):
+                mjw.step(wmodel, wdata)
+        for _ in range(5):
+            wp.capture_launch(capture.graph)
+        times = []
+        for _ in range(args.replays):
+            begin, end = wp.Event(enable_timing=True), wp.Event(enable_timing=True)
+            wp.record_event(begin)
+            wp.capture_launch(capture.graph)
+            wp.record_event(end)
+            wp.synchronize_event(end)
+            times.append(wp.get_event_elapsed_time(begin, end) / 1e3)
+        med = statistics.median(times)
+        qpos = wdata.qpos.numpy()
+        run = {"worlds": n, "first_call_s": round(first_s, 2), "control_step_ms_median": med * 1e3,
+               "physics_steps_per_s": n * cfg.decimation / med, "env_steps_per_s": n / med,
+               "finite": bool(np.isfinite(qpos).all()),
+               "nacon_max_seen": int(wdata.nacon.numpy().max()) if hasattr(wdata, "nacon") else None}
+        result["runs"].append(run)
+        print(json.dumps(run), flush=True)
+    result["compile_and_runs_s"] = round(time.perf_counter() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'worlds':>7} {'physics steps/s':>16} {'env steps/s':>12}")
+    for r in result["runs"]:
+        print(f"{r['worlds']:>7} {r['physics_steps_per_s']:>16,.0f} {r['env_steps_per_s']:>12,.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
