@@ -1,0 +1,224 @@
+"""MuJoCo Warp on the GPU: N worlds in one mujoco_warp `Data` (DESIGN §7).
+
+Imported lazily (warp and mujoco_warp load only when this backend is built), so
+CPU machines never need them. One control step is the same sequence as the CPU
+backend's: `step2`, `decimation - 1` full steps, `step1`, so body frames, sensors
+and contacts are fresh for the state just integrated; it is captured once in a
+CUDA graph and replayed. A masked reset (`reset_data` for the selected worlds,
+their qpos/qvel written from staging, `forward`) is a second graph. Both end with a
+pack of qpos | qvel | sensordata into one float32 buffer, the layout the CPU
+backend gives the task. Warp runs on its own stream, ordered against torch's
+current stream with stream waits: no host synchronisation per step.
+
+Per-world contact and constraint sizes matter: for the G1 scene nconmax 48 and
+njmax 192 hold its contacts, and oversizing them made stepping 5x slower on the
+H200 (../shared/device/README.md). Overflow is never silent: mujoco_warp sets a
+per-world bitmask, which `check_overflow` turns into an error naming the knob.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from soaklab.errors import RuntimeFailure
+from soaklab.sim import diagnostics
+
+DEFAULT_NCONMAX = 48
+DEFAULT_NJMAX = 192
+
+
+def _kernels(wp: Any) -> tuple[Any, Any]:
+    @wp.kernel(module="unique")
+    def pack(qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float), sensordata: wp.array2d(dtype=float),
+             out: wp.array2d(dtype=float)):
+        w, j = wp.tid()
+        nq = qpos.shape[1]
+        nv = qvel.shape[1]
+        if j < nq:
+            out[w, j] = qpos[w, j]
+        elif j < nq + nv:
+            out[w, j] = qvel[w, j - nq]
+        else:
+            out[w, j] = sensordata[w, j - nq - nv]
+
+    @wp.kernel(module="unique")
+    def apply_reset(mask: wp.array(dtype=bool), qpos_in: wp.array2d(dtype=float), qvel_in: wp.array2d(dtype=float),
+                    qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float)):
+        w, j = wp.tid()
+        if not mask[w]:
+            return
+        if j < qpos.shape[1]:
+            qpos[w, j] = qpos_in[w, j]
+        if j < qvel.shape[1]:
+            qvel[w, j] = qvel_in[w, j]
+
+    return pack, apply_reset
+
+
+class MjwarpBackend:
+    """Device-resident backend: state lives in GPU memory, exposed as zero-copy torch views."""
+
+    backend_type = "mjwarp"
+
+    def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, device: str = "cuda:0",
+                 nconmax: int = DEFAULT_NCONMAX, njmax: int = DEFAULT_NJMAX, use_graph: bool = True) -> None:
+        import mujoco_warp as mjw
+        import warp as wp
+
+        self._wp, self._mjw = wp, mjw
+        wp.init()
+        self.model = model
+        self.num_envs, self.decimation = num_envs, decimation
+        self.nconmax, self.njmax = nconmax, njmax
+        self.torch_device = torch.device(device)
+        self.wp_device = wp.get_device(str(self.torch_device))
+        data = mujoco.MjData(model)
+        mujoco.mj_forward(model, data)
+        n, nq, nv, ns = num_envs, model.nq, model.nv, model.nsensordata
+        self.slices = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "sensordata": slice(nq + nv, nq + nv + ns)}
+        self._pack, self._apply_reset = _kernels(wp)
+        with wp.ScopedDevice(self.wp_device):
+            self.m = mjw.put_model(model)
+            self.d = mjw.put_data(model, data, nworld=n, nconmax=nconmax, njmax=njmax)
+            self._mask = wp.zeros(n, dtype=bool)
+            self._reset_qpos = wp.zeros((n, nq), dtype=float)
+            self._reset_qvel = wp.zeros((n, nv), dtype=float)
+            self._state = wp.zeros((n, nq + nv + ns), dtype=float)
+        self.stream = self.wp_device.stream
+        # Zero-copy torch views of the warp arrays (same storage: tested by data_ptr).
+        self.views = {"qpos": wp.to_torch(self.d.qpos), "qvel": wp.to_torch(self.d.qvel),
+                      "sensordata": wp.to_torch(self.d.sensordata)}
+        self.state = wp.to_torch(self._state)
+        self.ctrl_tensor = wp.to_torch(self.d.ctrl)
+        self.overflow = wp.to_torch(self.d.overflow)
+        self.reset_mask = wp.to_torch(self._mask)
+        self.reset_qpos, self.reset_qvel = wp.to_torch(self._reset_qpos), wp.to_torch(self._reset_qvel)
+        self.graph_requested = use_graph
+        self.graph_disable_reason: str | None = None if use_graph else "disabled by the caller"
+        self._step_graph = self._reset_graph = None
+        # Run both sequences once eagerly: it loads every kernel module before any capture, and the
+        # reset (with no world selected) establishes the invariant that kinematics are fresh.
+        self._launch(self._step_ops)
+        self._launch(self._reset_ops)
+        if use_graph:
+            self._capture()
+
+    # -- the work that is captured -----------------------------------------------------------------
+    def _pack_state(self) -> None:
+        width = self._state.shape[1]
+        self._wp.launch(self._pack, dim=(self.num_envs, width),
+                        inputs=[self.d.qpos, self.d.qvel, self.d.sensordata], outputs=[self._state])
+
+    def _step_ops(self) -> None:
+        mjw, m, d = self._mjw, self.m, self.d
+        mjw.step2(m, d)
+        for _ in range(self.decimation - 1):
+            mjw.step(m, d)
+        mjw.step1(m, d)
+        self._pack_state()
+
+    def _physics_ops(self) -> None:
+        for _ in range(self.decimation):
+            self._mjw.step(self.m, self.d)
+
+    def _reset_ops(self) -> None:
+        mjw, m, d = self._mjw, self.m, self.d
+        mjw.reset_data(m, d, reset=self._mask)
+        width = max(self.model.nq, self.model.nv)
+        self._wp.launch(self._apply_reset, dim=(self.num_envs, width),
+                        inputs=[self._mask, self._reset_qpos, self._reset_qvel], outputs=[d.qpos, d.qvel])
+        # forward on every world: a recomputation for the others (same state, same values), the full
+        # stage set (acceleration-stage sensors included) for the reset ones, as mj_forward on the CPU.
+        mjw.forward(m, d)
+        self._pack_state()
+
+    def _capture(self) -> None:
+        wp = self._wp
+        try:
+            with wp.ScopedDevice(self.wp_device), wp.ScopedStream(self.stream):
+                with wp.ScopedCapture() as capture:
+                    self._step_ops()
+                self._step_graph = capture.graph
+                with wp.ScopedCapture() as capture:
+                    self._reset_ops()
+                self._reset_graph = capture.graph
+        except Exception as exc:  # eager stepping still works; the diagnostics say why
+            self._step_graph = self._reset_graph = None
+            self.graph_disable_reason = f"capture failed: {type(exc).__name__}: {exc}"
+
+    def _launch(self, ops: Any, graph: Any = None) -> None:
+        """Run `ops` (or its graph) on warp's stream, ordered after and before torch's current stream."""
+        wp = self._wp
+        torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.torch_device))
+        self.stream.wait_stream(torch_stream)
+        with wp.ScopedDevice(self.wp_device), wp.ScopedStream(self.stream):
+            if graph is not None:
+                wp.capture_launch(graph)
+            else:
+                ops()
+        torch_stream.wait_stream(self.stream)
+
+    # -- the backend API ---------------------------------------------------------------------------
+    def view(self, name: str) -> torch.Tensor:
+        """A zero-copy [N, width] view of qpos, qvel or sensordata (the warp array's own storage)."""
+        return self.views[name]
+
+    def step(self) -> None:
+        """Apply `ctrl_tensor`, advance `decimation` physics steps, pack the state."""
+        self._launch(self._step_ops, self._step_graph)
+
+    def step_physics_only(self) -> None:
+        """The raw physics ceiling: `decimation` plain steps, nothing packed (eager; see bench)."""
+        self._launch(self._physics_ops)
+
+    def reset_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Reset the worlds where `mask` is set to rows of (qpos, qvel) [N, nq] / [N, nv]; no host sync."""
+        self.reset_mask.copy_(mask)
+        self.reset_qpos.copy_(qpos)
+        self.reset_qvel.copy_(qvel)
+        self._launch(self._reset_ops, self._reset_graph)
+
+    def reset(self, env_ids: torch.Tensor | np.ndarray, qpos: torch.Tensor | np.ndarray,
+              qvel: torch.Tensor | np.ndarray) -> None:
+        """The CPU backend's signature: rows `env_ids` set to (qpos, qvel), others untouched."""
+        dev = self.torch_device
+        ids = torch.as_tensor(env_ids, device=dev, dtype=torch.long)
+        self.reset_mask.zero_()
+        self.reset_mask[ids] = True
+        self.reset_qpos[ids] = torch.as_tensor(qpos, device=dev, dtype=torch.float32)
+        self.reset_qvel[ids] = torch.as_tensor(qvel, device=dev, dtype=torch.float32)
+        self._launch(self._reset_ops, self._reset_graph)
+
+    def overflow_worlds(self) -> int:
+        """Worlds whose contacts or constraints overflowed since their last reset (a host read)."""
+        return int((self.overflow != 0).sum())
+
+    def check_overflow(self) -> None:
+        bits = int(np.bitwise_or.reduce(self.overflow.cpu().numpy()))
+        if bits:
+            names = [flag.name for flag in self._mjw.OverflowType if flag.value and flag.value & bits
+                     and flag.name != "ALL"]
+            raise RuntimeFailure(f"mjwarp overflow in {self.overflow_worlds()} of {self.num_envs} worlds "
+                                 f"({', '.join(names)}): raise the per-world sizes (nconmax={self.nconmax}, "
+                                 f"njmax={self.njmax})")
+
+    def diagnostics(self) -> dict:
+        enabled = self._step_graph is not None
+        return diagnostics.available(
+            self.backend_type,
+            cuda_graph=diagnostics.cuda_graph(self.graph_requested, enabled,
+                                              None if enabled else self.graph_disable_reason),
+            selected_reset_graph=diagnostics.cuda_graph(self.graph_requested, self._reset_graph is not None,
+                                                        None if self._reset_graph is not None
+                                                        else self.graph_disable_reason),
+            num_envs=self.num_envs, decimation=self.decimation, nconmax=self.nconmax, njmax=self.njmax,
+            zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
+            device=str(self.torch_device),
+        )
+
+    def close(self) -> None:
+        self._step_graph = self._reset_graph = None
