@@ -246,9 +246,17 @@ def test_the_task_means_something(make_g1):
 def test_adaptive_sampler_prefers_failed_frames(make_g1):
     env = make_g1(4)
     sampler = env.sampler
-    sampler.record(torch.tensor([300] * 50))
+    frames = torch.tensor([300] * 50 + [10] * 50)
+    sampler.record(frames, torch.arange(100) < 50)  # only the first 50 (at frame 300) failed
     probs = sampler.probabilities()
     assert probs.sum() == pytest.approx(1.0)
     assert probs[260:300].mean() > 10 * probs[0:100].mean()
     draws = sampler.sample(2000)
     assert ((draws >= 250) & (draws <= 300)).float().mean() > 0.5
+
+
+def test_sampler_is_uniform_until_something_fails(make_g1):
+    sampler = make_g1(4).sampler
+    sampler.record(torch.tensor([5, 6]), torch.tensor([False, False]))
+    probs = sampler.probabilities()
+    assert torch.allclose(probs, torch.full_like(probs, 1.0 / sampler.num_starts))

@@ -149,7 +149,7 @@ class G1MotionTrackingEnv:
 
     def __init__(self, scene_xml: str, clip: MotionClip, cfg: TrackingConfig, num_envs: int, seed: object,
                  num_threads: int | None = None, sampler: str = "adaptive", episode_length_s: float = 10.0,
-                 device: str | torch.device = "cpu", compile_terms: bool = False) -> None:
+                 device: str | torch.device = "cpu", compile_terms: bool = False, sim: str = "mujoco") -> None:
         model, frames, num_contact = build_tracking_model(scene_xml, cfg)
         if abs(cfg.ctrl_dt - cfg.decimation * model.opt.timestep) > 1e-9:
             raise InvalidInput(
@@ -159,7 +159,16 @@ class G1MotionTrackingEnv:
         self.device = torch.device(device)
         self.cfg = cfg
         self.rng = ManagerRng(seed, self.device)
-        self.backend = MujocoBackend(model, num_envs, cfg.decimation, num_threads)
+        if sim == "mjwarp":
+            from soaklab.sim.mjwarp import MjwarpBackend
+
+            if self.device.type != "cuda":
+                raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU, not {self.device}")
+            self.backend: Any = MjwarpBackend(model, num_envs, cfg.decimation, device=str(self.device))
+        else:
+            self.backend = MujocoBackend(model, num_envs, cfg.decimation, num_threads)
+        # A device-resident backend resets by mask (no host round trip per step); the host backend by ids.
+        self.masked_resets = hasattr(self.backend, "reset_masked")
         dev = self.device
 
         def t(x: np.ndarray) -> torch.Tensor:
@@ -303,14 +312,17 @@ class G1MotionTrackingEnv:
     def reset(self, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if mask is None:
             mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        ids = mask.nonzero(as_tuple=True)[0]
-        if len(ids):
-            self._reset_envs(ids)
+        if self.masked_resets:
+            self._reset_masked(mask)
+        else:
+            ids = mask.nonzero(as_tuple=True)[0]
+            if len(ids):
+                self._reset_envs(ids)
         return self.observe(self._robot(), self._reference(self.frame), self.last_action)
 
-    def _reset_envs(self, ids: torch.Tensor) -> None:
-        k, c = len(ids), self.cfg
-        frames = self.sampler.sample(k)
+    def _reset_state(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """qpos/qvel starting the reference at `frames`, with the configured noise (one row per frame)."""
+        k, c = len(frames), self.cfg
         ref = self._reference(frames)
         joint_pos = ref["joint_pos"] + self.rng.uniform((k, SPACES.action), -c.noise_joint_pos, c.noise_joint_pos)
         joint_pos = torch.maximum(torch.minimum(joint_pos, self.joint_hi), self.joint_lo)
@@ -323,10 +335,25 @@ class G1MotionTrackingEnv:
         root_ang_local = quat_apply_inverse(root_quat, ref["ang_vel"][:, r])
         qpos = torch.cat([root_pos, root_quat, joint_pos], dim=-1)
         qvel = torch.cat([ref["lin_vel"][:, r], root_ang_local, ref["joint_vel"]], dim=-1)
+        return qpos, qvel
+
+    def _reset_envs(self, ids: torch.Tensor) -> None:
+        frames = self.sampler.sample(len(ids))
+        qpos, qvel = self._reset_state(frames)
         self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
         self.start_frame[ids] = frames
         self.episode_step[ids] = 0
         self.last_action[ids] = 0.0
+
+    def _reset_masked(self, mask: torch.Tensor) -> None:
+        """Reset where `mask` is set without learning how many: every env draws a start, the masked
+        ones take it (the device-resident path: no host synchronisation)."""
+        frames = self.sampler.sample(self.num_envs)
+        qpos, qvel = self._reset_state(frames)
+        self.backend.reset_masked(mask, qpos, qvel)
+        self.start_frame = torch.where(mask, frames, self.start_frame)
+        self.episode_step = torch.where(mask, torch.zeros_like(self.episode_step), self.episode_step)
+        self.last_action = torch.where(mask[:, None], torch.zeros_like(self.last_action), self.last_action)
 
     def set_reference_state(self, mask: torch.Tensor | None = None) -> None:
         """Put the selected envs exactly on their current reference frame (kinematic replay, tests)."""
@@ -367,8 +394,14 @@ class G1MotionTrackingEnv:
         truncated = ((self.episode_step >= self.max_episode_steps) | (frame >= self.num_frames - 1)) & ~terminated
         self.last_action = actions.clone()
         done = terminated | truncated
-        self.sampler.record(frame[terminated])
+        self.sampler.record(frame, terminated)
         obs, critic = final_obs, final_critic
+        if self.masked_resets:
+            self._reset_masked(done)
+            new_obs, new_critic = self.observe(self._robot(), self._reference(self.frame), self.last_action)
+            obs = torch.where(done[:, None], new_obs, final_obs)
+            critic = torch.where(done[:, None], new_critic, final_critic)
+            return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms)
         ids = done.nonzero(as_tuple=True)[0]
         if len(ids):
             # Only the reset rows change: recompute their observations, keep the final ones elsewhere.

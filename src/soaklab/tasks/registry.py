@@ -9,7 +9,7 @@ from typing import Any
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.tasks.env import BatchedEnv
 
-SIM_BACKENDS_BUILT = ("mujoco",)
+SIM_BACKENDS_BUILT = ("mujoco", "mjwarp")
 
 
 COMPILE_ENV = "SOAKLAB_TORCH_COMPILE"
@@ -29,6 +29,8 @@ def make_env(task: str, config: dict[str, Any], scene: Path | None = None, devic
     backend = config["training"]["sim_backend"]
     if backend not in SIM_BACKENDS_BUILT:
         raise SettingError("training.sim_backend", backend, f"this build steps {', '.join(SIM_BACKENDS_BUILT)} only")
+    if backend == "mjwarp" and task != "g1_motion_tracking":
+        raise SettingError("training.sim_backend", backend, f"task {task} steps on mujoco only")
     if task == "g1_motion_tracking":
         from soaklab.assets.motion import load_motion
         from soaklab.assets.scene import load_scene
@@ -39,7 +41,7 @@ def make_env(task: str, config: dict[str, Any], scene: Path | None = None, devic
         clip = load_motion(Path(env_cfg["motion"]), load_scene(Path(scene)))
         return G1MotionTrackingEnv(str(scene), clip, TrackingConfig.from_config(config["task"]), algo["num_envs"],
                                    env_cfg["seed"], env_cfg["num_threads"], env_cfg["sampler"],
-                                   env_cfg["episode_length_s"], device, compile_terms)
+                                   env_cfg["episode_length_s"], device, compile_terms, sim=backend)
     if task == "cartpole_swingup":
         from soaklab.tasks.cartpole import CartpoleSwingupEnv, SwingupConfig
 

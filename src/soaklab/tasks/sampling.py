@@ -33,24 +33,26 @@ class FrameSampler:
     def probabilities(self) -> torch.Tensor:
         n = self.num_starts
         uniform = torch.full((n,), 1.0 / n, device=self.failures.device)
-        if self.mode == "uniform" or float(self.failures.sum()) == 0.0:
+        if self.mode == "uniform":
             return uniform
         # Failures in [f, f + lookahead) for each start f, by a cumulative sum.
         csum = torch.cat([self.failures.new_zeros(1), self.failures.cumsum(0)])
         ends = torch.clamp(torch.arange(n, device=csum.device) + self.lookahead, max=len(self.failures))
         window = csum[ends] - csum[:n]
-        weighted = window / window.sum()
-        return self.uniform_ratio * uniform + (1 - self.uniform_ratio) * weighted
+        total = window.sum()
+        weighted = window / total.clamp_min(torch.finfo(window.dtype).tiny)
+        # Decided on the device (no host read of the total): no failures yet means uniform.
+        return torch.where(total > 0, self.uniform_ratio * uniform + (1 - self.uniform_ratio) * weighted, uniform)
 
     def sample(self, count: int) -> torch.Tensor:
         if self.mode == "uniform":
             return self.rng.randint(self.num_starts, (count,))
         return self.rng.categorical(self.probabilities(), count)
 
-    def record(self, failed_frames: torch.Tensor) -> None:
-        """Decay old counts and add the frames where episodes just failed."""
+    def record(self, frames: torch.Tensor, failed: torch.Tensor) -> None:
+        """Decay old counts and add one at the frame of each env whose episode just failed
+        (a weighted add over every env: no boolean indexing, so no host synchronisation)."""
         if self.mode != "adaptive":
             return
         self.failures.mul_(1 - self.alpha)
-        if failed_frames.numel():
-            self.failures.index_add_(0, failed_frames, torch.ones_like(failed_frames, dtype=self.failures.dtype))
+        self.failures.index_add_(0, frames, failed.to(self.failures.dtype))
