@@ -1,10 +1,12 @@
 """`soaklab bench backend`: the phase-local env probe and its raw physics ceiling (DESIGN §3).
 
 For each backend the probe runs the G1 env with random actions and times each
-phase of an iteration. In the same run it restores every MjData to the state
-the probe started from and replays the recorded controls and resets through
-the same MjData and thread pool with no task terms: that is the raw physics
-ceiling the env is measured against.
+phase of an iteration. In the same run it measures the raw physics ceiling the env
+is measured against. MuJoCo: every MjData is restored to the state the probe
+started from and the recorded controls and resets are replayed through the same
+MjData and thread pool with no task terms. MJWarp: the same worlds and per-world
+sizes step `decimation` plain mujoco_warp steps captured in one CUDA graph
+(phases and ceiling timed with CUDA events, medians).
 """
 
 from __future__ import annotations
@@ -127,6 +129,91 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
     }
 
 
+def _cuda_ms(pairs: list[tuple[Any, Any]]) -> float:
+    return statistics.median(start.elapsed_time(end) for start, end in pairs)
+
+
+def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
+    """The env on MJWarp, phases timed with CUDA events; then, in the same run and on the same
+    worlds and sizes, the raw ceiling: `decimation` mujoco_warp steps in one CUDA graph, no task."""
+    import warp as wp
+
+    if not torch.cuda.is_available():
+        raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
+    overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
+    config = compose("sac", "g1_motion_tracking", "mjwarp", overrides).config
+    env = make_env("g1_motion_tracking", config, scene=s.scene, device="cuda")
+    backend = env.backend  # type: ignore[attr-defined]
+    generator = torch.Generator(device="cuda").manual_seed(s.seed)
+
+    def actions() -> torch.Tensor:
+        return torch.rand(s.num_envs, 29, generator=generator, device="cuda") * 2 - 1
+
+    env.reset()
+    for _ in range(s.warmup):  # includes the compile of the task terms on the first step
+        env.step(actions())
+    torch.cuda.synchronize()
+
+    names = ("action", "physics", "task")
+    events = [[torch.cuda.Event(enable_timing=True) for _ in range(len(names) + 1)] for _ in range(s.iters)]
+    wall = time.perf_counter()
+    for marks in events:
+        a = actions()
+        marks[0].record()
+        env.apply_action(a)
+        marks[1].record()
+        backend.step()
+        marks[2].record()
+        env.evaluate(a)
+        marks[3].record()
+    torch.cuda.synchronize()
+    wall_s = (time.perf_counter() - wall) / s.iters
+    phases = {f"{n}_ms": _cuda_ms([(m[i], m[i + 1]) for m in events]) for i, n in enumerate(names)}
+    iteration_ms = _cuda_ms([(m[0], m[-1]) for m in events])
+    overflow = backend.overflow_worlds()
+
+    # Raw ceiling: the same Data (worlds, nconmax, njmax), plain steps captured in one graph.
+    with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
+        with wp.ScopedCapture() as capture:
+            backend._physics_ops()
+        for _ in range(5):
+            wp.capture_launch(capture.graph)
+        raw_pairs = []
+        for _ in range(s.iters):
+            begin, end = wp.Event(enable_timing=True), wp.Event(enable_timing=True)
+            wp.record_event(begin)
+            wp.capture_launch(capture.graph)
+            wp.record_event(end)
+            raw_pairs.append((begin, end))
+        wp.synchronize_device(backend.wp_device)
+    raw_ms = statistics.median(wp.get_event_elapsed_time(b, e) for b, e in raw_pairs)
+
+    diagnostics = env.diagnostics()
+    env.close()
+    env_rate = s.num_envs / (iteration_ms / 1e3)
+    ceiling = s.num_envs / (raw_ms / 1e3)
+    return {
+        "backend": "mjwarp",
+        "num_envs": s.num_envs,
+        "decimation": backend.decimation,
+        "nconmax": backend.nconmax,
+        "njmax": backend.njmax,
+        "device": torch.cuda.get_device_name(),
+        "throughput_env_control_steps_per_s": env_rate,
+        "wall_clock_env_steps_per_s": s.num_envs / wall_s,
+        "raw_physics_ceiling_env_steps_per_s": ceiling,
+        "raw_physics_steps_per_s": ceiling * backend.decimation,
+        "env_over_ceiling": env_rate / ceiling,
+        "phases": {"iteration_ms": iteration_ms, **phases},
+        "raw": {"iteration_ms": raw_ms},
+        "overflow_worlds": overflow,
+        "backend_diagnostics": diagnostics,
+    }
+
+
+PROBES = {"mujoco": probe_mujoco, "mjwarp": probe_mjwarp}
+
+
 def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: list[str]) -> dict[str, Any]:
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
@@ -141,13 +228,13 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
     torch.set_num_threads(settings.torch_threads)
     if settings.threads is not None and settings.threads < 1:
         raise InvalidInput(f"--threads {settings.threads}: must be >= 1")
-    if "mjwarp" in backends:
-        raise InvalidInput("--backends mjwarp: the MJWarp backend is not available in this build; use mujoco")
+    if "mjwarp" in backends and not torch.cuda.is_available():
+        raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
     results = []
     for backend in backends:
         print(f"bench: {backend} {settings.num_envs} envs, {settings.warmup} warmup + {settings.iters} iterations",
               flush=True)
-        result = probe_mujoco(settings)
+        result = PROBES[backend](settings)
         results.append(result)
         print(f"bench: {backend}: {result['throughput_env_control_steps_per_s']:.0f} env-steps/s, raw ceiling "
               f"{result['raw_physics_ceiling_env_steps_per_s']:.0f} ({result['env_over_ceiling']:.1%})", flush=True)
