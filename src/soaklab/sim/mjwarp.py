@@ -216,6 +216,7 @@ class MjwarpBackend:
                                                         None if self._reset_graph is not None
                                                         else self.graph_disable_reason),
             num_envs=self.num_envs, decimation=self.decimation, nconmax=self.nconmax, njmax=self.njmax,
+            overflow_worlds=self.overflow_worlds(),  # a host read: diagnostics are a cold-path snapshot
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
             device=str(self.torch_device),
         )
