@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from tests.conftest import one_line
 
@@ -26,7 +27,8 @@ def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
 
 @pytest.mark.parametrize(("flags", "words"), [
     (("--backends", "isaac"), "--backends isaac"),
-    (("--backends", "mjwarp"), "--backends mjwarp"),
+    pytest.param(("--backends", "mjwarp"), "--backends mjwarp: needs an NVIDIA GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="refused only where there is no GPU")),
     (("--num-envs", "0"), "--num-envs 0"),
     (("--iters", "0"), "--iters 0"),
     (("--torch-threads", "0"), "--torch-threads 0"),
