@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from soaklab.schemas import schema_errors
+from tests.conftest import CUDA_HOST, one_line
 from tests.rl.conftest import process_gone
 
 
@@ -113,6 +114,20 @@ def test_invalid_settings_never_spawn_a_collector(start_train):
     assert run.wait() == 2
     assert "training.inference_slot_capacity=0" in run.output()
     assert not run.run_dir.exists()
+
+
+@pytest.mark.parametrize("case", ["cuda learner", "device-resident sim"])
+def test_a_gpu_carrier_is_refused_before_anything_is_spawned(cli, g1_assets, tmp_path, case):
+    """On a (simulated) CUDA host the carrier resolves to the GPU: refused until the CUDA ring exists."""
+    run_dir = tmp_path / "run"
+    if case == "cuda learner":
+        selection = ["--task", "cartpole_swingup", "--sim", "mujoco", "training.device=cuda"]
+    else:
+        selection = ["--task", "g1_motion_tracking", "--sim", "mjwarp", "--assets-manifest", g1_assets.manifest_path]
+    result = cli("train", "--algo", "flashsac", *selection, f"training.log_dir={run_dir}", host=CUDA_HOST)
+    assert result.code == 2
+    assert "training.collector_tensor_device='auto' (str): resolves to cuda:0" in one_line(result.err)
+    assert not run_dir.exists()
 
 
 def test_existing_log_dir_fails_closed(start_train):

@@ -9,7 +9,7 @@ from typing import Any
 
 from soaklab.config.compose import compose
 from soaklab.config.run_config import ResolvedRun, resolve_run_config
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, SettingError
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.settings.devices import allow_cpu_carrier_from_env, probe_host
 from soaklab.soak.settings import CONSOLE_LOG
@@ -57,7 +57,24 @@ def resolve_training(run_config: Path | None, algo: str | None, task: str | None
         if not manifest.is_file():
             raise InvalidInput(f"{manifest}: no asset manifest; run `soaklab assets pull` first")
     composed = compose(algo, task, sim, overrides)
-    return resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), manifest)
+    resolved = resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), manifest)
+    check_host_carrier(resolved)
+    return resolved
+
+
+def check_host_carrier(resolved: ResolvedRun) -> None:
+    """This runtime carries observations and transitions through host shared memory only: a run
+    whose carrier resolves to a GPU (a CUDA learner with carrier auto, or a device-resident sim)
+    is refused before anything is spawned, rather than run on a transport its manifest misnames."""
+    devices = resolved.devices
+    if devices.carrier != "cpu":
+        raise SettingError(
+            "training.collector_tensor_device", devices.carrier_configured,
+            f"resolves to {devices.carrier} (sim={devices.sim_backend}, learner {devices.learner}) but this build's "
+            "runtime has only the host carrier (the CUDA inference ring and ingress are not built yet); use "
+            "training.device=cpu, or training.collector_tensor_device=cpu with "
+            "SOAKLAB_ALLOW_CUDA_LEARNER_CPU_CARRIER=1 for sim=mujoco",
+        )
 
 
 def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs")) -> Path:
