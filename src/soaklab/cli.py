@@ -64,6 +64,45 @@ def cmd_mps_ensure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mps_start(args: argparse.Namespace) -> int:
+    from soaklab.mps.daemon import StartRequest, start
+
+    record = start(StartRequest(args.gpus, args.name, args.pipe_dir, args.log_dir))
+    print(f"mps: trainers with training.cuda_process_sharing=mps select it; for other clients: "
+          f"eval \"$(soaklab mps env --name {record.name})\"")
+    return 0
+
+
+def cmd_mps_stop(args: argparse.Namespace) -> int:
+    from soaklab.mps.daemon import stop
+
+    stop(args.name)
+    return 0
+
+
+def cmd_mps_status(args: argparse.Namespace) -> int:
+    from soaklab.mps.daemon import status_lines
+
+    print("\n".join(status_lines()))
+    return 0
+
+
+def cmd_mps_env(args: argparse.Namespace) -> int:
+    from soaklab.mps.daemon import env_lines
+
+    print("\n".join(env_lines(args.name)))
+    return 0
+
+
+def cmd_mps_doctor(args: argparse.Namespace) -> int:
+    from soaklab.mps.daemon import doctor_checks
+
+    checks = doctor_checks(args.gpus)
+    for ok, line in checks:
+        print(f"{'ok  ' if ok else 'FAIL'} {line}")
+    return 0 if all(ok for ok, _ in checks) else 1
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from soaklab.rl.train import resolve_training, train
 
@@ -170,6 +209,23 @@ def build_parser() -> argparse.ArgumentParser:
     ensure.add_argument("--cuda-process-sharing", default="null", help="the run's training.cuda_process_sharing")
     ensure.add_argument("--out", type=Path, required=True)
     ensure.set_defaults(func=cmd_mps_ensure)
+    start = mps.add_parser("start", help="start a user-owned MPS control daemon for one GPU and record it")
+    start.add_argument("--gpus", help="visible index or GPU UUID (required when several GPUs are visible)")
+    start.add_argument("--name", help="daemon name (default gpu-<uuid>)")
+    start.add_argument("--pipe-dir", type=Path, help="absolute pipe dir (default /tmp/soaklab-mps/<name>/pipe)")
+    start.add_argument("--log-dir", type=Path, help="absolute log dir (default /tmp/soaklab-mps/<name>/log)")
+    start.set_defaults(func=cmd_mps_start)
+    stop = mps.add_parser("stop", help="quit a daemon soaklab started (the single live one by default); logs stay")
+    stop.add_argument("--name")
+    stop.set_defaults(func=cmd_mps_stop)
+    status = mps.add_parser("status", help="read-only: recorded daemons, their state, the topology modes")
+    status.set_defaults(func=cmd_mps_status)
+    env = mps.add_parser("env", help="print the CUDA_MPS_* exports of a live daemon for other clients")
+    env.add_argument("--name")
+    env.set_defaults(func=cmd_mps_env)
+    doctor = mps.add_parser("doctor", help="read-only checks: binaries, GPU selection, compute mode, daemons")
+    doctor.add_argument("--gpus", help="visible index, GPU UUID or all")
+    doctor.set_defaults(func=cmd_mps_doctor)
 
     train = sub.add_parser("train", help="run the learner and its collector")
     train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve`")

@@ -15,11 +15,14 @@ def test_not_requested_record(cli, tmp_path):
     assert record["requested"] is False and record["cuda_process_sharing"] is None and record["daemon"] is None
 
 
-def test_mps_request_fails_closed_until_the_lifecycle_exists(cli, tmp_path):
+def test_mps_request_without_the_mps_binaries_fails_closed(cli, tmp_path, monkeypatch):
+    """The rule starts (or reuses) a daemon; a host without the driver's MPS binaries refuses it."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
     out = tmp_path / "mps.json"
     result = cli("mps", "ensure", "--cuda-process-sharing", "mps", "--out", out)
     assert result.code == 2
-    assert "training.cuda_process_sharing='mps'" in one_line(result.err)
+    assert one_line(result.err) == ("soaklab: error: nvidia-cuda-mps-control: not on PATH; install the NVIDIA CUDA "
+                                    "MPS binaries of the driver")
     assert not out.exists()
 
 

@@ -34,6 +34,8 @@ class ResolvedRun:
     budget: MemoryBudget
     host: HostCapabilities
     assets: dict[str, Any] | None
+    # The CUDA MPS daemon a trainer selected (soaklab.mps.client.MpsSelection), when it asked for one.
+    mps: Any = None
 
     @property
     def spaces(self) -> TaskSpaces:

@@ -3,9 +3,9 @@
 The request is read from the run's own `training.cuda_process_sharing` override
 (owners always leave it null, seed 000), so this step does not depend on config
 composition; `soaklab config resolve` later checks the composed value against
-this record. Until the MPS lifecycle (`soaklab mps start|stop|status|doctor|env`)
-lands, a run that asks for mps fails closed here, before anything is resolved
-or spawned.
+this record. A run that asks for mps gets the live soaklab-recorded daemon of
+its GPU, started here if none runs (`soaklab mps start` with its defaults); the
+daemon is not the run's: it outlives the DAG until `soaklab mps stop`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from soaklab.errors import SettingError
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.mps.records import DaemonRecord
 from soaklab.schemas import load_artifact, validate_artifact
 from soaklab.settings.contract import check_cuda_process_sharing
 
@@ -31,14 +32,26 @@ def not_requested_record() -> dict[str, Any]:
     }
 
 
+def requested_record(daemon: DaemonRecord) -> dict[str, Any]:
+    return {
+        "schema_version": MPS_RECORD_SCHEMA_VERSION,
+        "requested": True,
+        "cuda_process_sharing": "mps",
+        "daemon": daemon.as_json(),
+        "reason": f"training.cuda_process_sharing is mps: daemon {daemon.name} serves {', '.join(daemon.gpu_uuids)}",
+    }
+
+
 def ensure_mps(sharing: Any, out: Path) -> dict[str, Any]:
-    """Write the MPS record for a run; refuse an MPS request this version cannot serve."""
+    """Write the MPS record for a run, starting (or reusing) the daemon an mps run needs."""
     if check_cuda_process_sharing(sharing) == "mps":
-        raise SettingError(
-            "training.cuda_process_sharing", sharing,
-            "the CUDA MPS lifecycle (soaklab mps start) is not available in this version; "
-            "remove the override to run without MPS",
-        )
+        from soaklab.mps.daemon import StartRequest, start
+
+        record = requested_record(start(StartRequest()))
+        validate_artifact("mps_record", record)
+        write_json_atomic(out, record)
+        print(f"mps: requested; daemon {record['daemon']['name']}; wrote {out}")
+        return record
     record = not_requested_record()
     validate_artifact("mps_record", record)
     write_json_atomic(out, record)

@@ -51,7 +51,8 @@ class C(enum.IntEnum):
     INGRESS_WRITE_NS = 18  # collector: time writing ingress chunks
     METRICS_SEQ = 19  # collector: metric publications
     READY = 20  # collector: env built, first observations published
-    COUNT = 21
+    COLLECTOR_CUDA_PEAK = 21  # collector: torch's peak CUDA allocation in the collector, bytes
+    COUNT = 22
 
 
 class Stopped(Exception):
@@ -124,10 +125,20 @@ class ChannelHandles:
     act_ready: list[Any]
     ingress_free: Any
     ingress_filled: Any
+    # The CUDA ring (soaklab.rl.transport.CudaRingHandles) when the carrier is a GPU; then only the
+    # counters, row counts and metrics live in shared memory.
+    cuda_ring: Any = None
 
 
-def make_channels(ctx: Any, layout: Layout) -> tuple[SharedArrays, ChannelHandles]:
-    arrays = SharedArrays.create(layout.shapes())
+# Arrays that carry observations, actions and transitions; the rest are host-side bookkeeping.
+DATA_ARRAYS = ("ring_obs", "ring_dones", "ring_actions", "ingress")
+
+
+def make_channels(ctx: Any, layout: Layout, cuda_ring: Any = None) -> tuple[SharedArrays, ChannelHandles]:
+    shapes = layout.shapes()
+    if cuda_ring is not None:
+        shapes = {k: v for k, v in shapes.items() if k not in DATA_ARRAYS}
+    arrays = SharedArrays.create(shapes)
     handles = ChannelHandles(
         layout=layout,
         specs=arrays.specs,
@@ -135,6 +146,7 @@ def make_channels(ctx: Any, layout: Layout) -> tuple[SharedArrays, ChannelHandle
         act_ready=[ctx.Semaphore(0) for _ in range(layout.capacity)],
         ingress_free=ctx.Semaphore(layout.depth),
         ingress_filled=ctx.Semaphore(0),
+        cuda_ring=cuda_ring,
     )
     return arrays, handles
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
+from soaklab.rl.timing import PhaseTimer
+from soaklab.rl.transport import make_transport
 
 PR_SET_PDEATHSIG = 1
 
@@ -86,25 +87,27 @@ class Collector:
 
         self.spec, self.h, self.layout = spec, spec.handles, spec.handles.layout
         self.ctl = arrays["control"]
-        self.ring_obs, self.ring_dones = arrays["ring_obs"], arrays["ring_dones"]
-        self.ring_actions = arrays["ring_actions"]
-        self.ingress, self.ingress_rows, self.metrics = arrays["ingress"], arrays["ingress_rows"], arrays["metrics"]
+        self.ingress_rows, self.metrics = arrays["ingress_rows"], arrays["metrics"]
+        self.transport = make_transport(self.h.cuda_ring if self.h.cuda_ring is not None else arrays)
+        if self.transport.device.type == "cuda":
+            torch.cuda.set_device(self.transport.device)
         self.bounds = self.layout.group_bounds
         self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None)
                      for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.run_dir) / "backend_diagnostics.json", self.envs[0].diagnostics())
+        self.env_device = self.envs[0].device
+        self.timer = PhaseTimer(self.env_device)
         self.rows = self.layout.row_slices()
-        self.staging = np.zeros((self.layout.num_envs, self.layout.row_width), dtype=np.float32)
-        self.term_sums = np.zeros(len(spec.reward_terms))
+        # Transitions are staged where the carrier lives, then published chunk by chunk.
+        self.staging = torch.zeros(self.layout.num_envs, self.layout.row_width, device=self.transport.device)
+        self.term_sums = torch.zeros(len(spec.reward_terms), dtype=torch.float64, device=self.env_device)
         self.term_count = 0
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.spec.parent_pid
 
     def publish_obs(self, g: int, obs: torch.Tensor, dones: torch.Tensor) -> None:
-        n = obs.shape[0]
-        self.ring_obs[g, :n] = obs.cpu().numpy()
-        self.ring_dones[g, :n] = dones.cpu().numpy()
+        self.transport.put_obs(g, obs, dones)
         ctl = self.ctl
         ctl[C.TICKS_PUBLISHED] += 1
         bump_max(ctl, C.MAX_IN_FLIGHT, int(ctl[C.TICKS_PUBLISHED] - ctl[C.TICKS_ANSWERED]))
@@ -125,20 +128,24 @@ class Collector:
                     raise
                 finally:
                     ctl[C.BACKPRESSURE_WAIT_NS] += time.perf_counter_ns() - t0
-            t0 = time.perf_counter_ns()
             slot = int(ctl[C.INGRESS_PUBLISHED] % depth)
-            self.ingress[slot, :len(chunk)] = chunk
+            with self.timer.span("ingress_write"):
+                self.transport.put_chunk(slot, chunk)
             self.ingress_rows[slot] = len(chunk)
-            ctl[C.INGRESS_WRITE_NS] += time.perf_counter_ns() - t0
             ctl[C.INGRESS_PUBLISHED] += 1
             bump_max(ctl, C.HIGH_WATER, int(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]))
             self.h.ingress_filled.release()
 
     def write_metrics(self) -> None:
         if self.term_count:
-            self.metrics[: len(self.term_sums)] = self.term_sums / self.term_count
-        self.term_sums[:] = 0
+            self.metrics[: len(self.term_sums)] = (self.term_sums / self.term_count).cpu().numpy()
+        self.term_sums.zero_()
         self.term_count = 0
+        phases = self.timer.take(block=True)
+        self.ctl[C.ENV_STEP_NS] += int(phases.get("env_step", 0.0) * 1e6)
+        self.ctl[C.INGRESS_WRITE_NS] += int(phases.get("ingress_write", 0.0) * 1e6)
+        if self.transport.device.type == "cuda":
+            self.ctl[C.COLLECTOR_CUDA_PEAK] = torch.cuda.max_memory_reserved(self.transport.device)
         self.ctl[C.METRICS_SEQ] += 1
 
     def fault_hooks(self, step: int) -> None:
@@ -158,7 +165,7 @@ class Collector:
         for g, env in enumerate(self.envs):
             obs, critic = env.reset()
             prev.append((obs, critic))
-            self.publish_obs(g, obs, torch.zeros(obs.shape[0]))
+            self.publish_obs(g, obs, torch.zeros(obs.shape[0], device=obs.device))
         ctl[C.READY] = 1
         for step in range(self.spec.vector_steps):
             self.fault_hooks(step)
@@ -167,23 +174,22 @@ class Collector:
                 t0 = time.perf_counter_ns()
                 wait(self.h.act_ready[g], ctl, self.parent_alive)
                 ctl[C.ACTION_WAIT_NS] += time.perf_counter_ns() - t0
-                actions = torch.from_numpy(self.ring_actions[g, : b - a].copy())
+                actions = self.transport.take_actions(g, b - a).to(self.env_device)
                 ctl[C.TICKS_CONSUMED] += 1
                 bump_max(ctl, C.MAX_PUBLICATION_LAG, int(ctl[C.TICKS_ANSWERED] - ctl[C.TICKS_CONSUMED]) + 1)
-                t0 = time.perf_counter_ns()
-                result = self.envs[g].step(actions)
-                ctl[C.ENV_STEP_NS] += time.perf_counter_ns() - t0
+                with self.timer.span("env_step"):
+                    result = self.envs[g].step(actions)
                 obs, critic = prev[g]
                 rows = self.staging[a:b]
-                rows[:, r["obs"]] = obs.cpu().numpy()
-                rows[:, r["next_obs"]] = result.final_obs.cpu().numpy()
-                rows[:, r["critic"]] = critic.cpu().numpy()
-                rows[:, r["next_critic"]] = result.final_critic_obs.cpu().numpy()
-                rows[:, r["action"]] = actions.numpy()
-                rows[:, r["reward"]] = result.reward.cpu().numpy()[:, None]
-                rows[:, r["terminated"]] = result.terminated.cpu().numpy()[:, None]
-                rows[:, r["truncated"]] = result.truncated.cpu().numpy()[:, None]
-                self.term_sums += [float(result.reward_terms[k].mean()) for k in self.spec.reward_terms]
+                rows[:, r["obs"]] = obs
+                rows[:, r["next_obs"]] = result.final_obs
+                rows[:, r["critic"]] = critic
+                rows[:, r["next_critic"]] = result.final_critic_obs
+                rows[:, r["action"]] = actions
+                rows[:, r["reward"]] = result.reward[:, None]
+                rows[:, r["terminated"]] = result.terminated[:, None]
+                rows[:, r["truncated"]] = result.truncated[:, None]
+                self.term_sums += torch.stack([result.reward_terms[k].mean() for k in self.spec.reward_terms]).double()
                 self.term_count += 1
                 prev[g] = (result.obs, result.critic_obs)
                 if not last:  # after the final step nothing is left to answer

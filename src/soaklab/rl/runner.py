@@ -34,6 +34,8 @@ from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.logging import EpisodeStats, RunLogger
 from soaklab.rl.replay import ReplayRing
 from soaklab.rl.summary import build_summary, validate_summary
+from soaklab.rl.timing import PhaseTimer
+from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 
 JOIN_TIMEOUT_S = 5.0
 READY_TIMEOUT_S = 900.0  # the first compile of the task terms can take minutes on a cold cache
@@ -102,6 +104,8 @@ class Learner:
         self.agent = None
         self.final_fps = 0.0
         self.backend_diagnostics: dict[str, Any] | None = None
+        self.transport: HostRing | CudaRing | None = None
+        self.cuda_process_sharing: dict[str, Any] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -146,12 +150,20 @@ class Learner:
                         slot_rows=s.replay_ingress_slot_rows, num_metrics=len(self.resolved.reward_terms))
         self.layout = layout
         ctx = mp.get_context("spawn")
-        self.arrays, self.handles = make_channels(ctx, layout)
+        carrier = self.resolved.devices.carrier
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        # A cuda carrier: the learner allocates the ring and ingress slots on the GPU and shares them.
+        cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
+        self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
+        self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
         self.logger = RunLogger(self.run_dir, self.max_iterations)
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.config["algo"], self.device)
         self.replay = ReplayRing(int(self.config["algo"]["replay_buffer_size"]), layout.row_width,
                                  layout.row_slices(), self.device, seed=int(self.config["algo"]["seed"]) + 1)
+        self.timer = PhaseTimer(self.device)
+        self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
         spec = CollectorSpec(
             handles=self.handles, task=self.resolved.composed.task, config=self.config,
@@ -165,6 +177,18 @@ class Learner:
         self._wait_ready()
         self.shutdown.phase = "training"
         self._loop()
+
+    def _process_sharing_evidence(self) -> dict[str, Any] | None:
+        """With mps requested, prove (now that the learner's CUDA context exists) that it runs through the
+        selected daemon, before the collector is spawned; a CUDA run without it records what it saw."""
+        from soaklab.mps.client import ambient_evidence, sharing_evidence
+
+        devices = self.resolved.devices
+        if self.resolved.mps is not None:
+            return sharing_evidence(self.resolved.mps, devices.learner, devices.carrier)
+        if self.device.type == "cuda":
+            return ambient_evidence(devices.learner, devices.carrier)
+        return None
 
     def _alive(self) -> bool:
         return self.collector is not None and self.collector.is_alive()
@@ -182,12 +206,11 @@ class Learner:
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:
-        ctl, layout, h = self.arrays["control"], self.layout, self.handles
-        ring_obs, ring_actions = self.arrays["ring_obs"], self.arrays["ring_actions"]
-        ingress, ingress_rows = self.arrays["ingress"], self.arrays["ingress_rows"]
+        ctl, layout, h, transport = self.arrays["control"], self.layout, self.handles, self.transport
+        ingress_rows = self.arrays["ingress_rows"]
         slices = layout.row_slices()
         chunks = layout.chunks_per_vector
-        vector = torch.zeros(layout.num_envs, layout.row_width)
+        vector = torch.zeros(layout.num_envs, layout.row_width, device=self.device)
         updates_per_step, batch = self.settings.updates_per_step, self.settings.batch_size
         update_count = 0
         last_counters = ctl.copy()
@@ -198,45 +221,46 @@ class Learner:
             # Inference: answer each group's observations with the current policy.
             for g, (a, b) in enumerate(layout.group_bounds):
                 wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
-                obs = torch.from_numpy(ring_obs[g, : b - a]).to(self.device)
-                if it < self.learning_starts and not self.hold_updates:
-                    actions = self.agent.random_actions(b - a)
-                else:
-                    actions = self.agent.act(obs, slice(a, b), explore=True)
-                ring_actions[g, : b - a] = actions.cpu().numpy()
+                obs = transport.obs(g, b - a, self.device)  # on CUDA: the stream waits for the collector
+                with self.timer.span("inference"):
+                    if it < self.learning_starts and not self.hold_updates:
+                        actions = self.agent.random_actions(b - a)
+                    else:
+                        actions = self.agent.act(obs, slice(a, b), explore=True)
+                    transport.answer(g, actions)
                 ctl[C.TICKS_ANSWERED] += 1
                 h.act_ready[g].release()
-            t_infer = time.perf_counter()
             # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
             target, filled = (it + 1) * chunks, 0
-            while ctl[C.INGRESS_RELEASED] < target:
-                wait(h.ingress_filled, ctl, self._alive, stop_aware=False)
-                slot = int(ctl[C.INGRESS_RELEASED] % layout.depth)
-                n = int(ingress_rows[slot])
-                rows = torch.from_numpy(ingress[slot, :n].copy())
-                self.replay.add(rows.to(self.device))
-                vector[filled:filled + n] = rows
-                filled += n
-                ctl[C.INGRESS_RELEASED] += 1
-                h.ingress_free.release()
-            t_ingress = time.perf_counter()
+            with transport.ingesting():
+                while ctl[C.INGRESS_RELEASED] < target:
+                    wait(h.ingress_filled, ctl, self._alive, stop_aware=False)
+                    slot = int(ctl[C.INGRESS_RELEASED] % layout.depth)
+                    n = int(ingress_rows[slot])
+                    rows = transport.chunk(slot, n, self.device)  # on CUDA: the side stream waits for it
+                    with self.timer.span("ingress"):
+                        self.replay.add(rows)
+                        vector[filled:filled + n] = rows
+                        transport.release_chunk(slot)
+                    filled += n
+                    ctl[C.INGRESS_RELEASED] += 1
+                    h.ingress_free.release()
             rewards = vector[:, slices["reward"]][:, 0]
             dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
             self.stats.observe(rewards, dones)
-            self.agent.observe_rewards(rewards.to(self.device), dones.to(self.device))
+            self.agent.observe_rewards(rewards, dones)
             self.env_steps += layout.num_envs
             # Lock-step updates: round `it` sees exactly the transitions up to vector step `it`.
             losses: dict[str, float] = {}
             if it >= self.learning_starts and not self.hold_updates:
-                for _ in range(updates_per_step):
-                    # Merge: some losses (FlashSAC's actor) come from every other update only.
-                    losses |= self.agent.update(self.replay.sample(batch), update_count)
-                    update_count += 1
-            t_update = time.perf_counter()
-            iteration_s = t_update - t_iter
+                with self.timer.span("update"):
+                    for _ in range(updates_per_step):
+                        # Merge: some losses (FlashSAC's actor) come from every other update only.
+                        losses |= self.agent.update(self.replay.sample(batch), update_count)
+                        update_count += 1
+            iteration_s = time.perf_counter() - t_iter
             self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
-            self._log(it, losses, iteration_s, t_infer - t_iter, t_ingress - t_infer, t_update - t_ingress,
-                      ctl, last_counters)
+            self._log(it, losses, iteration_s, self.timer.take(), ctl, last_counters)
             last_counters = ctl.copy()
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
@@ -245,8 +269,9 @@ class Learner:
         self.logger.terminal(self.iteration, self.final_fps, self.stats.mean_return, self.stats.mean_length,
                              force=True)
 
-    def _log(self, it: int, losses: dict[str, float], iteration_s: float, infer_s: float, ingress_s: float,
-             update_s: float, ctl: np.ndarray, last: np.ndarray) -> None:
+    def _log(self, it: int, losses: dict[str, float], iteration_s: float, phases_ms: dict[str, float],
+             ctl: np.ndarray, last: np.ndarray) -> None:
+        """Phase times are GPU time on a CUDA learner, read when finished (so possibly a step late)."""
         def delta_ms(index: C) -> float:
             return float(ctl[index] - last[index]) / 1e6
 
@@ -254,9 +279,9 @@ class Learner:
         values: dict[str, float | None] = {
             "Perf/iteration_time": iteration_s,
             "Perf/total_fps": self.final_fps,
-            "Perf/learner_inference_ms": infer_s * 1e3,
-            "Perf/learner_ingress_ms": ingress_s * 1e3,
-            "Perf/learner_update_ms": update_s * 1e3,
+            "Perf/learner_inference_ms": phases_ms.get("inference", 0.0),
+            "Perf/learner_ingress_ms": phases_ms.get("ingress", 0.0),
+            "Perf/learner_update_ms": phases_ms.get("update", 0.0),
             "Perf/collector_env_step_ms": delta_ms(C.ENV_STEP_NS),
             "Perf/collector_action_wait_ms": delta_ms(C.ACTION_WAIT_NS),
             "Perf/collector_ingress_write_ms": delta_ms(C.INGRESS_WRITE_NS),
@@ -336,6 +361,8 @@ class Learner:
         self.shutdown.collector = self._collector_record()
         counters = self.arrays["control"].copy() if self.arrays is not None and self.arrays.arrays else None
         self.backend_diagnostics = self._step("backend diagnostics", self._read_backend_diagnostics)
+        if self.transport is not None:
+            self._step("close transport", self.transport.close)
         if self.arrays is not None:
             errors = self._step("close shared memory", self.arrays.close) or []
             self.shutdown.cleanup_errors.extend(errors)

@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from soaklab.rl.channels import C
 from soaklab.schemas import validate_artifact
@@ -54,11 +55,22 @@ def replay_ingress(n: dict[C, int], depth: int, slot_rows: int, chunks_per_vecto
     }
 
 
+def measured_peaks(learner: Learner, n: dict[C, int]) -> dict[str, int | None]:
+    """torch's peak reservations beside the budget (mujoco_warp's own arrays are not torch's)."""
+    device = learner.device
+    on_cuda = device.type == "cuda"
+    return {
+        "learner_cuda": int(torch.cuda.max_memory_reserved(device)) if on_cuda else None,
+        "collector_cuda": n[C.COLLECTOR_CUDA_PEAK] if learner.resolved.devices.carrier.startswith("cuda") else None,
+    }
+
+
 def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, Any]:
     r, s = learner.resolved, learner.settings
     n = _counters(counters)
     completed = learner.shutdown.classification == "normal_completion"
     budget = r.budget.as_record()
+    budget["measured_peak_bytes"] = measured_peaks(learner, n)
     manifest: dict[str, Any] = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "runtime_limits": s.runtime_limits(),
@@ -73,8 +85,11 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "backend_diagnostics": learner.backend_diagnostics or {
             "available": False, "backend_type": r.composed.sim, "unavailable_reason": "not reported"},
     }
-    if s.cuda_process_sharing is not None:
-        manifest["cuda_process_sharing"] = {"configured": s.cuda_process_sharing}
+    if learner.cuda_process_sharing is not None:
+        manifest["cuda_process_sharing"] = learner.cuda_process_sharing
+    elif s.cuda_process_sharing is not None:  # failed before the evidence was taken
+        manifest["cuda_process_sharing"] = {"configured": s.cuda_process_sharing, "effective": None,
+                                            "validated": False}
     exc = learner.shutdown.exception
     return {
         "schema_version": 1,

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soaklab.config.compose import compose
 from soaklab.config.run_config import ResolvedRun, resolve_run_config
-from soaklab.errors import InvalidInput, SettingError
+from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.settings.devices import allow_cpu_carrier_from_env, probe_host
+from soaklab.settings.devices import HOST_CAPABILITIES_ENV, allow_cpu_carrier_from_env, probe_host
 from soaklab.soak.settings import CONSOLE_LOG
+
+if TYPE_CHECKING:
+    from soaklab.mps.client import MpsSelection
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
 TASKS_WITHOUT_ASSETS = ("cartpole_swingup",)
@@ -38,8 +43,15 @@ def merge_overrides(base: list[str], extra: list[str]) -> list[str]:
 
 
 def resolve_training(run_config: Path | None, algo: str | None, task: str | None, sim: str | None,
-                     overrides: list[str], manifest: Path | None) -> ResolvedRun:
-    """Re-resolve the configuration on the host that runs it, with every check, before spawning."""
+                     overrides: list[str], manifest: Path | None, in_trainer: bool = True) -> ResolvedRun:
+    """Re-resolve the configuration on the host that runs it, with every check, before spawning.
+
+    `in_trainer`: this process will train. It must run on the real host (a simulated one is for
+    planning) and is pointed at the selected MPS daemon; the soak monitor, which only checks, leaves
+    its environment alone so the trainer makes its own selection."""
+    if in_trainer and os.environ.get(HOST_CAPABILITIES_ENV):
+        raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: simulates a host for planning and resolution only; "
+                           "unset it to train on this host")
     if run_config is not None:
         if any(v is not None for v in (algo, task, sim)):
             raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
@@ -57,24 +69,25 @@ def resolve_training(run_config: Path | None, algo: str | None, task: str | None
         if not manifest.is_file():
             raise InvalidInput(f"{manifest}: no asset manifest; run `soaklab assets pull` first")
     composed = compose(algo, task, sim, overrides)
+    selection = select_mps(composed.config["training"], in_trainer)
     resolved = resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), manifest)
-    check_host_carrier(resolved)
-    return resolved
+    return replace(resolved, mps=selection)
 
 
-def check_host_carrier(resolved: ResolvedRun) -> None:
-    """This runtime carries observations and transitions through host shared memory only: a run
-    whose carrier resolves to a GPU (a CUDA learner with carrier auto, or a device-resident sim)
-    is refused before anything is spawned, rather than run on a transport its manifest misnames."""
-    devices = resolved.devices
-    if devices.carrier != "cpu":
-        raise SettingError(
-            "training.collector_tensor_device", devices.carrier_configured,
-            f"resolves to {devices.carrier} (sim={devices.sim_backend}, learner {devices.learner}) but this build's "
-            "runtime has only the host carrier (the CUDA inference ring and ingress are not built yet); use "
-            "training.device=cpu, or training.collector_tensor_device=cpu with "
-            "SOAKLAB_ALLOW_CUDA_LEARNER_CPU_CARRIER=1 for sim=mujoco",
-        )
+def select_mps(training: dict[str, Any], apply: bool) -> MpsSelection | None:
+    """Pick the MPS daemon before this process touches CUDA (probing the host creates a context).
+
+    Only a request that can be valid selects: anything else is left to resolution, whose refusal
+    names the setting (mps needs sim=mjwarp and a CUDA learner)."""
+    if training["cuda_process_sharing"] != "mps" or training["sim_backend"] != "mjwarp" \
+            or not str(training["device"]).startswith("cuda"):
+        return None
+    from soaklab.mps.client import select_daemon
+
+    selection = select_daemon(training["device"])
+    if apply:
+        selection.apply()
+    return selection
 
 
 def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs")) -> Path:

@@ -70,7 +70,7 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
                 raise InvalidInput(f"{flag}={value}: disagrees with algo.{key}={algo_cfg[key]} in "
                                    f"{request.run_config}; drop the flag or resolve the run config again")
     return resolve_training(request.run_config, request.algo, request.task, request.sim,
-                            [*owned_overrides(request), *request.extra_overrides], None)
+                            [*owned_overrides(request), *request.extra_overrides], None, in_trainer=False)
 
 
 def trainer_command(request: SoakRequest) -> list[str]:
