@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import gc
 import os
 import signal
 import time
@@ -70,15 +71,26 @@ def collector_main(spec: CollectorSpec) -> None:
     arrays = SharedArrays(spec.handles.specs, create=False)
     code = 0
     try:
-        Collector(spec, arrays).run()
+        Collector(spec, arrays).run()  # not kept: its references to the CUDA ring go with it
     except Stopped:
         arrays["control"][C.STOP_RETURNS] += 1
     except BaseException:
         traceback.print_exc()
         code = 1
     finally:
+        release_cuda_ring(spec)
         arrays.close()
     os._exit(code)
+
+
+def release_cuda_ring(spec: CollectorSpec) -> None:
+    """Drop this process's CUDA IPC references before exiting: os._exit skips destructors, and the
+    learner counts every reference a consumer still holds as a tensor it may not free."""
+    if spec.handles.cuda_ring is None:
+        return
+    torch.cuda.synchronize()
+    object.__setattr__(spec.handles, "cuda_ring", None)  # the frozen spec is this process's only holder
+    gc.collect()
 
 
 class Collector:
@@ -92,8 +104,10 @@ class Collector:
         if self.transport.device.type == "cuda":
             torch.cuda.set_device(self.transport.device)
         self.bounds = self.layout.group_bounds
-        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None)
-                     for g, (a, b) in enumerate(self.bounds)]
+        # The env's tensors live on the resolved carrier (a device-resident sim: the learner's GPU).
+        device = spec.config["env"]["collector_tensor_device"] or "cpu"
+        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None,
+                              device=device) for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.run_dir) / "backend_diagnostics.json", self.envs[0].diagnostics())
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)
