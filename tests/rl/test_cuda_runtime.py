@@ -36,6 +36,17 @@ def train(tmp_path: Path, task: str, sim: str, *overrides: str, algo: str = "sac
     return done.returncode, done.stdout + done.stderr, run_dir
 
 
+# What a clean shutdown must not print: a CUDA IPC block still referenced at exit, and a
+# multiprocessing semaphore nobody unregistered.
+SHUTDOWN_WARNINGS = ("Producer process has been terminated before all shared CUDA tensors released",
+                     "leaked semaphore")
+
+
+def assert_clean_shutdown(out: str) -> None:
+    for warning in SHUTDOWN_WARNINGS:
+        assert warning not in out, out
+
+
 def summary_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "run_summary.json").read_text())
 
@@ -59,6 +70,7 @@ def test_cuda_ring_with_groups_and_chunks(tmp_path):
     assert peaks["learner_cuda"] > 0 and peaks["collector_cuda"] > 0
     assert m["cuda_process_sharing"]["configured"] is None  # ambient evidence of a CUDA run
     assert set(leaked_segments()) == before
+    assert_clean_shutdown(out)
 
 
 def test_flashsac_on_mjwarp_over_the_cuda_ring(tmp_path, g1_assets):
@@ -70,6 +82,7 @@ def test_flashsac_on_mjwarp_over_the_cuda_ring(tmp_path, g1_assets):
     assert m["replay_ingress"]["published_sequence"] == m["replay_ingress"]["release_sequence"] == 30
     assert m["backend_diagnostics"]["diagnostics"]["zero_copy_state"] is True
     assert m["shutdown"]["classification"] == "normal_completion" and m["shutdown"]["cleanup"]["errors"] == []
+    assert_clean_shutdown(out)  # task terms compiled with torch.compile's worker pool in the collector
 
 
 def test_collector_death_on_the_cuda_ring_is_classified(tmp_path):

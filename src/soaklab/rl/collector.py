@@ -14,6 +14,7 @@ import ctypes
 import gc
 import os
 import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -79,8 +80,21 @@ def collector_main(spec: CollectorSpec) -> None:
         code = 1
     finally:
         release_cuda_ring(spec)
+        stop_compile_workers()
         arrays.close()
     os._exit(code)
+
+
+def stop_compile_workers() -> None:
+    """torch.compile's worker pool (many cores: a process per core) must be shut down here: os._exit
+    skips the pool's own exit hook and would leave its semaphores to the resource tracker."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except Exception:
+            traceback.print_exc()
 
 
 def release_cuda_ring(spec: CollectorSpec) -> None:

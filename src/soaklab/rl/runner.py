@@ -9,6 +9,7 @@ the original error.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -347,6 +348,17 @@ class Learner:
             proc.kill()
             proc.join(JOIN_TIMEOUT_S)
 
+    def _close_transport(self) -> None:
+        """The collector is gone: drop the learner's references to the CUDA ring too, so CUDA IPC
+        can account every shared block as released before this process exits."""
+        assert self.transport is not None
+        self.transport.close()
+        self.transport = None
+        if self.handles is not None and self.handles.cuda_ring is not None:
+            object.__setattr__(self.handles, "cuda_ring", None)
+            gc.collect()
+            torch.cuda.ipc_collect()
+
     def _collector_record(self) -> dict[str, Any]:
         proc = self.collector
         if proc is None:
@@ -362,7 +374,7 @@ class Learner:
         counters = self.arrays["control"].copy() if self.arrays is not None and self.arrays.arrays else None
         self.backend_diagnostics = self._step("backend diagnostics", self._read_backend_diagnostics)
         if self.transport is not None:
-            self._step("close transport", self.transport.close)
+            self._step("close transport", self._close_transport)
         if self.arrays is not None:
             errors = self._step("close shared memory", self.arrays.close) or []
             self.shutdown.cleanup_errors.extend(errors)
