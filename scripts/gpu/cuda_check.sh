@@ -5,12 +5,13 @@
 #   bash scripts/gpu/bootstrap.sh bash scripts/gpu/cuda_check.sh
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
-iterations=${ITERATIONS:-1500}
+iterations=${ITERATIONS:-1500}  # 0: the tests only
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl >"$out/assets.log" 2>&1
 python3 -m pytest -q -s -p no:cacheprovider tests/rl/test_cuda_runtime.py tests/mps/test_daemon_gpu.py \
   >"$out/gpu-tests.log" 2>&1
 tests=$?
 tail -5 "$out/gpu-tests.log"
+[ "$iterations" = 0 ] && exit $tests
 python3 -m soaklab mps start
 rm -rf /tmp/measure
 python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp \
