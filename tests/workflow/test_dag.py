@@ -72,11 +72,12 @@ def test_dry_run_lists_the_chain(project):
     assert planned(project) == {**dict.fromkeys(CHAIN, 1), "soak": 1}
 
 
-def test_gpu_overlay_plans_the_gpu_run_only(project):
-    proc = snakemake(project, "soak", "-n", overlays=(REPO / "config/gpu.yaml",))
+@pytest.mark.parametrize("overlay, run", [("gpu.yaml", "gpu"), ("gpu-short.yaml", "gpu-short")])
+def test_gpu_overlays_plan_their_run_only(project, overlay, run):
+    proc = snakemake(project, "soak", "-n", overlays=(REPO / "config" / overlay,))
     assert proc.returncode == 0, proc.stderr
     outputs = set(re.findall(r"output: (\S+)", proc.stdout))
-    assert "results/gpu/run_config.json" in outputs and "results/gpu/mps.json" in outputs
+    assert f"results/{run}/run_config.json" in outputs and f"results/{run}/mps.json" in outputs
     assert not any("results/cpu" in o for o in outputs)
 
 

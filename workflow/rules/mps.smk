@@ -1,5 +1,6 @@
-# CUDA MPS: a "not requested" record unless the run asks for
-# training.cuda_process_sharing: mps. The daemon would outlive the DAG.
+# CUDA MPS: a "not requested" record, or, for a run with training.cuda_process_sharing: mps,
+# the live soaklab-recorded daemon of its GPU, started here if none runs. The daemon is not the
+# run's: it outlives the DAG until `soaklab mps stop`.
 
 
 def _sharing(wildcards):

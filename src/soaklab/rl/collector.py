@@ -86,8 +86,8 @@ def collector_main(spec: CollectorSpec) -> None:
 
 
 def stop_compile_workers() -> None:
-    """torch.compile's worker pool (many cores: a process per core) must be shut down here: os._exit
-    skips the pool's own exit hook and would leave its semaphores to the resource tracker."""
+    """Shut torch.compile's worker pool (a process per core on big hosts) down here: os._exit skips
+    the pool's own exit hook, leaving its sidecar to notice on its own that the collector is gone."""
     async_compile = sys.modules.get("torch._inductor.async_compile")
     shutdown = getattr(async_compile, "shutdown_compile_workers", None)
     if shutdown is not None:

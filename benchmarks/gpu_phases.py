@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Throughput and phase breakdown of a finished GPU soak, from its TensorBoard event file.
+
+The soak itself runs on the GPU machine (`bash scripts/gpu/bootstrap.sh bash
+scripts/gpu/soak_short.sh`); this reads the run dir it brought back and writes
+JSON: steady-state throughput against the target, and per-iteration medians of
+each phase (learner inference, ingress and update are GPU time between CUDA
+events; the collector's env step is GPU time too, but is published every
+`collector_metrics_interval` steps, so it is reported as total / iterations).
+
+    .venv/bin/python benchmarks/gpu_phases.py RUN_DIR --out benchmarks/gpu/soak-short/phases.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.metrics.events import event_file, read_scalars
+
+TARGET_ENV_STEPS_PER_S = 100_000
+STEADY_FROM = 1000  # iterations: past learning_starts, compilation and the first checkpoint
+PER_STEP = ("Perf/learner_inference_ms", "Perf/learner_ingress_ms", "Perf/learner_update_ms",
+            "Perf/iteration_time")
+ACCUMULATED = ("Perf/collector_env_step_ms", "Perf/collector_ingress_write_ms", "Perf/collector_action_wait_ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    summary = json.loads((args.run_dir / "run_summary.json").read_text())
+    num_envs = json.loads((args.run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"]
+    frame = read_scalars(event_file(args.run_dir))
+    steady = frame[frame["step"] >= STEADY_FROM]
+    iteration = steady[steady["tag"] == "Perf/iteration_time"].sort_values("step")
+    iterations = len(iteration)
+    wall = float(iteration["wall_time"].iloc[-1] - iteration["wall_time"].iloc[0])
+    throughput = (iterations - 1) * num_envs / wall
+    phases: dict[str, dict[str, float]] = {}
+    for tag in PER_STEP:
+        values = steady[steady["tag"] == tag]["value"]
+        scale = 1e3 if tag == "Perf/iteration_time" else 1.0
+        phases[tag.removeprefix("Perf/").replace("iteration_time", "iteration_ms")] = {
+            "median_ms": round(float(values.median()) * scale, 3), "mean_ms": round(float(values.mean()) * scale, 3)}
+    for tag in ACCUMULATED:
+        values = steady[steady["tag"] == tag]["value"]
+        phases[tag.removeprefix("Perf/")] = {"mean_ms": round(float(values.sum()) / iterations, 3)}
+    record = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "source": "the gpu-short soak on one NVIDIA H200 "
+                  "(bash scripts/gpu/bootstrap.sh bash scripts/gpu/soak_short.sh)",
+        "algo": summary["algo"], "num_envs": num_envs,
+        "steady_state": {"from_iteration": STEADY_FROM, "iterations": iterations, "wall_s": round(wall, 2),
+                         "env_steps_per_s": round(throughput, 1)},
+        "end_to_end_env_steps_per_s": round(summary["total_env_steps"] / summary["training_wall_time_sec"], 1),
+        "target_env_steps_per_s": TARGET_ENV_STEPS_PER_S,
+        "target_met": throughput >= TARGET_ENV_STEPS_PER_S,
+        "phases_per_iteration": phases,
+    }
+    write_json_atomic(args.out, record)
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
