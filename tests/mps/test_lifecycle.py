@@ -136,6 +136,22 @@ def test_private_dirs_are_0700_and_refuse_symlinks(tmp_path):
         make_private_dir(type(tmp_path)("relative"), "log-dir")
 
 
+@pytest.mark.parametrize("args, message", [
+    (("--name", "../../etc"), "--name='../../etc': use 1-64 letters, digits"),
+    (("--name", "a" * 65), "--name='aaaa"),
+    (("--pipe-dir", "/tmp/" + "p" * 110), "longer than 107 bytes (the Unix socket limit)"),
+])
+def test_bad_start_flags_fail_closed_before_anything(cli, args, message, record_cache):
+    result = cli("mps", "start", *args)
+    assert result.code == 2 and message in one_line(result.err)
+    assert not record_cache.exists()
+
+
+def test_stop_refuses_a_path_as_name(cli):
+    result = cli("mps", "stop", "--name", "../quarantine")
+    assert result.code == 2 and "--name='../quarantine'" in one_line(result.err)
+
+
 def test_start_without_the_binaries_fails_closed(cli, monkeypatch, tmp_path, record_cache):
     no_mps_binaries(monkeypatch, tmp_path)
     result = cli("mps", "start")

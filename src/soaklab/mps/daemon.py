@@ -9,6 +9,7 @@ time) and never sends `quit` to a pipe it did not create; logs stay.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -46,6 +47,25 @@ STOP_WAIT_S = 30.0
 
 def default_name(gpu: Gpu) -> str:
     return f"gpu-{gpu.uuid.removeprefix('GPU-').lower()}"
+
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SOCKET_PATH_MAX = 107  # bytes in sockaddr_un.sun_path, less the terminating NUL
+
+
+def check_name(name: str) -> str:
+    """A daemon name becomes a directory under the records root and /tmp/soaklab-mps: no paths."""
+    if not NAME_RE.match(name):
+        raise InvalidInput(f"--name={name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter "
+                           "or digit")
+    return name
+
+
+def check_socket_path(pipe_dir: Path) -> None:
+    path = pipe_dir / CONTROL_SOCKET
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise InvalidInput(f"--pipe-dir={pipe_dir}: the control socket path {path} is longer than "
+                           f"{SOCKET_PATH_MAX} bytes (the Unix socket limit); choose a shorter --pipe-dir or --name")
 
 
 def control_binary() -> str:
@@ -114,6 +134,11 @@ class StartRequest:
 
 def start(request: StartRequest) -> DaemonRecord:
     """Start a daemon for one GPU, or return the live one already recorded under that name."""
+    # Flags first: a bad name or pipe dir is refused before the host is even looked at.
+    if request.name is not None:
+        check_name(request.name)
+    if request.pipe_dir is not None:
+        check_socket_path(request.pipe_dir)
     binary = control_binary()
     gpu = select_gpus(request.gpus, query_gpus())[0]
     name = request.name or default_name(gpu)
@@ -132,6 +157,7 @@ def start(request: StartRequest) -> DaemonRecord:
         print(f"mps: quarantined stale record {existing.path} ({why}) -> {quarantine(existing, why)}")
     pipe_dir = request.pipe_dir or RUNTIME_ROOT / name / "pipe"
     log_dir = request.log_dir or RUNTIME_ROOT / name / "log"
+    check_socket_path(pipe_dir)
     if request.pipe_dir is None:
         make_private_dir(RUNTIME_ROOT, "pipe-dir")
         make_private_dir(RUNTIME_ROOT / name, "pipe-dir")
@@ -171,7 +197,7 @@ def start(request: StartRequest) -> DaemonRecord:
 def target(name: str | None) -> LoadedRecord:
     """The record `env` and `stop` act on: the named one, else the single live one."""
     if name is not None:
-        found = find_record(name)
+        found = find_record(check_name(name))
         if found is None:
             raise InvalidInput(f"--name={name}: no soaklab record of that name in {record_dir(name).parent} "
                                "(soaklab acts only on daemons it started)")
