@@ -32,11 +32,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--curve-out", type=Path,
+                        help="also write Train/mean_reward against env steps (every 50th iteration) as JSON")
+    parser.add_argument("--steady-from", type=int, default=STEADY_FROM, help="first iteration of the steady state")
+    parser.add_argument("--source", default="the gpu-short soak on one NVIDIA H200 "
+                        "(bash scripts/gpu/bootstrap.sh bash scripts/gpu/soak_short.sh)",
+                        help="what produced the run dir (recorded in the JSON)")
     args = parser.parse_args()
     summary = json.loads((args.run_dir / "run_summary.json").read_text())
     num_envs = json.loads((args.run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"]
     frame = read_scalars(event_file(args.run_dir))
-    steady = frame[frame["step"] >= STEADY_FROM]
+    steady = frame[frame["step"] >= args.steady_from]
     iteration = steady[steady["tag"] == "Perf/iteration_time"].sort_values("step")
     iterations = len(iteration)
     wall = float(iteration["wall_time"].iloc[-1] - iteration["wall_time"].iloc[0])
@@ -52,10 +58,9 @@ def main() -> int:
         phases[tag.removeprefix("Perf/")] = {"mean_ms": round(float(values.sum()) / iterations, 3)}
     record = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "source": "the gpu-short soak on one NVIDIA H200 "
-                  "(bash scripts/gpu/bootstrap.sh bash scripts/gpu/soak_short.sh)",
+        "source": args.source,
         "algo": summary["algo"], "num_envs": num_envs,
-        "steady_state": {"from_iteration": STEADY_FROM, "iterations": iterations, "wall_s": round(wall, 2),
+        "steady_state": {"from_iteration": args.steady_from, "iterations": iterations, "wall_s": round(wall, 2),
                          "env_steps_per_s": round(throughput, 1)},
         "end_to_end_env_steps_per_s": round(summary["total_env_steps"] / summary["training_wall_time_sec"], 1),
         "target_env_steps_per_s": TARGET_ENV_STEPS_PER_S,
@@ -63,6 +68,13 @@ def main() -> int:
         "phases_per_iteration": phases,
     }
     write_json_atomic(args.out, record)
+    if args.curve_out is not None:
+        reward = frame[frame["tag"] == "Train/mean_reward"].sort_values("step")
+        reward = reward[reward["step"] % 50 == 0]
+        write_json_atomic(args.curve_out, {
+            "command": record["command"], "source": args.source, "algo": summary["algo"], "num_envs": num_envs,
+            "tag": "Train/mean_reward", "env_steps": [int((s + 1) * num_envs) for s in reward["step"]],
+            "values": [round(float(v), 5) for v in reward["value"]]})
     print(json.dumps(record, indent=2))
     return 0
 

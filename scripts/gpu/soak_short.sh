@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine (through bootstrap.sh, wheels staged with --with-snakemake): the short
-# canonical soak through the DAG with a CUDA MPS daemon, then the evidence packed into $OUT.
+# canonical soak through the DAG with a CUDA MPS daemon, then the evidence packed into $OUT:
+# the soak's results and logs (checkpoints and the event file left out for size), the phase
+# breakdown and the reward curve computed here from the event file.
 #
 #   bash scripts/gpu/bootstrap.sh bash scripts/gpu/soak_short.sh
+#
+# It outlasts one device command: start it detached (OUT=/root/soak-out setsid ...) and collect
+# $OUT in a later command; scripts/gpu/README.md shows the calls.
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 run=gpu-short
@@ -12,9 +17,11 @@ python3 -m snakemake soak --cores 1 --configfile config/gpu-short.yaml >"$out/sn
 status=$?
 tail -3 "$out/snakemake.log"
 python3 -m soaklab mps stop
-# Everything but the checkpoints: soak, metrics and validation JSON, the run's own artifacts, logs.
-tar -czf "$out/soak-evidence.tgz" --exclude='*.pt' "results/$run" "logs/$run" "benchmarks/rules/$run" \
-  results/assets/manifest.json 2>/dev/null
+python3 benchmarks/gpu_phases.py "results/$run/train" --out "$out/phases.json" --steady-from 2000 \
+  --curve-out "$out/reward_curve.json" >"$out/phases.log" 2>&1 || status=1
+# Everything but the checkpoints and the bulky series (the event file, metrics.csv).
+tar -czf "$out/soak-evidence.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \
+  "results/$run" "logs/$run" "benchmarks/rules/$run" results/assets/manifest.json 2>/dev/null
 python3 - "$run" <<'PY'
 import json, sys
 run = sys.argv[1]
@@ -26,4 +33,5 @@ for name in ("soak", "validation"):
         continue
     print(name, {k: d[k] for k in ("status", "passed", "classification", "duration_seconds") if k in d})
 PY
+echo "soak_short: exit $status"
 exit $status

@@ -182,6 +182,17 @@ def cmd_bench_backend(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_learner(args: argparse.Namespace) -> int:
+    from soaklab.bench.learner import run_learner_bench
+
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    run_learner_bench(algos, batches, args.device, args.num_envs, args.warmup, args.iters, args.replay_rows,
+                      args.output, args.argv)
+    print(f"bench: wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="soaklab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -285,6 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"))
     probe.add_argument("--output", type=Path, required=True)
     probe.set_defaults(func=cmd_bench_backend)
+    learner = bench.add_parser("learner", help="one learner update and inference, eager against captured")
+    learner.add_argument("--algos", default="flashsac,sac", help="comma list: flashsac,sac")
+    learner.add_argument("--batch-sizes", default="2048,8192", help="comma list of batch sizes")
+    learner.add_argument("--device", default="cuda", help="the learner's torch device (cpu runs eager only)")
+    learner.add_argument("--num-envs", type=int, default=1024, help="observations per timed inference")
+    learner.add_argument("--warmup", type=int, default=20)
+    learner.add_argument("--iters", type=int, default=200)
+    learner.add_argument("--replay-rows", type=int, default=100_000)
+    learner.add_argument("--output", type=Path, required=True)
+    learner.set_defaults(func=cmd_bench_learner)
     return parser
 
 

@@ -1,4 +1,6 @@
-"""Lock-step learning: two CPU runs with the same seeds are bitwise identical."""
+"""Reproducible learning: two CPU runs with the same seeds are bitwise identical under the
+overlapped schedule (update round `it` trains on vector steps up to `it - 1` while the collector
+steps vector `it`), however often the learner reads its device-side logs back."""
 
 from __future__ import annotations
 
@@ -35,6 +37,23 @@ def test_same_seeds_same_scalars_and_weights(start_train, algo):
     wb = dict(flat_tensors(torch.load(second.run_dir / "checkpoints/model_final.pt", weights_only=True)["agent"]))
     assert wa.keys() == wb.keys() and wa
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_the_log_interval_changes_no_result(start_train):
+    """Losses and episode statistics are buffered on the learner's device and read back every
+    `collector_metrics_interval` iterations: the values and their steps do not depend on it."""
+    base = ("algo.max_iterations=30", "env.seed=3", "algo.seed=4", "env.num_threads=2")
+    every = start_train(*base, "training.collector_metrics_interval=1", algo="flashsac", name="every")
+    batched = start_train(*base, "training.collector_metrics_interval=7", algo="flashsac", name="batched")
+    assert every.wait() == 0 and batched.wait() == 0
+    # Train/reward/* are the collector's per-interval term means: they do depend on the interval.
+    a = {k: v for k, v in scalar_series(every.run_dir).items() if not k.startswith("Train/reward/")}
+    b = {k: v for k, v in scalar_series(batched.run_dir).items() if not k.startswith("Train/reward/")}
+    assert "Loss/critic" in a and "Train/step_reward" in a
+    assert [step for step, _ in a["Train/step_reward"]] == list(range(30))
+    assert a == b
+    for run in (every, batched):
+        assert run.manifest["learner_diagnostics"]["schedule"]["update_lag_vectors"] == 1
 
 
 def test_a_different_seed_changes_the_run(start_train):

@@ -145,3 +145,21 @@ def test_leak_child_fault_leaves_a_detached_process(start_train):
     assert leaked, "the injected child should outlive the trainer"
     for p in leaked:
         p.kill()
+
+
+def test_update_round_trains_on_the_vectors_before_its_own(start_train):
+    """The overlapped schedule: round `it` samples from vector steps 0..it-1 (lag 1), so it can run
+    while the collector steps vector `it`; the manifest records the schedule and the log interval."""
+    from tests.rl.test_reproducible import scalar_series
+
+    run = start_train("algo.max_iterations=24", "algo.learning_starts=4", "training.collector_metrics_interval=5")
+    assert run.wait() == 0, run.output()
+    rows = dict(scalar_series(run.run_dir, ("Replay/update_rows",))["Replay/update_rows"])
+    assert sorted(rows) == list(range(24))  # every iteration logged, though read back every 5
+    assert all(rows[it] == 0 for it in range(4))  # random actions, no updates yet
+    assert all(rows[it] == it * 8 for it in range(4, 24))
+    assert run.manifest["learner_diagnostics"]["schedule"] == {"update_lag_vectors": 1,
+                                                               "log_interval_iterations": 5}
+    graph = run.manifest["learner_diagnostics"]["cuda_graph"]
+    assert graph["requested"] is False and graph["enabled"] is False and "cpu" in graph["disable_reason"]
+    assert_invariants(run.manifest, 24, 8, 8)

@@ -109,8 +109,8 @@ def test_masked_reset_touches_only_the_selected_worlds(tracking):
     q = backend.slices["qpos"]
     torch.testing.assert_close(after[mask][:, q].cpu().double(), torch.as_tensor(target_qpos[mask.cpu().numpy()]),
                                atol=1e-6, rtol=0)
-    # The reset's forward recomputes every world: positions, velocities and their sensors stay as they
-    # were; acceleration-stage sensors are refreshed (step1 leaves them cleared).
+    # The reset recomputes every world (step1): positions, velocities and their sensors stay as they
+    # were; acceleration-stage sensors are not part of the comparison.
     keep = stage_columns(backend, model, acc=False).cuda()
     torch.testing.assert_close(after[~mask][:, keep], before[~mask][:, keep])
     assert backend.overflow_worlds() == 0

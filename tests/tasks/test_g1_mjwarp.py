@@ -12,6 +12,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU (CUDA)", allow_module_level=True)
 pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the gpu extra)")
 
+from soaklab.capture import WARMUP_CALLS  # noqa: E402
 from soaklab.config.compose import compose  # noqa: E402
 from soaklab.tasks.registry import make_env  # noqa: E402
 
@@ -41,7 +42,8 @@ def test_steady_state_steps_and_resets_never_synchronise_the_host(build):
     env = build("mjwarp", 256)
     env.reset()
     zeros = torch.zeros(256, 29, device="cuda")
-    env.step(zeros)  # warm-up: lazy allocations on the first step
+    for _ in range(WARMUP_CALLS + 1):  # warm-up: lazy allocations, then the task steps' capture
+        env.step(zeros)
     torch.cuda.synchronize()
     dones = torch.zeros((), device="cuda")
     torch.cuda.set_sync_debug_mode("error")
@@ -55,6 +57,7 @@ def test_steady_state_steps_and_resets_never_synchronise_the_host(build):
     assert torch.isfinite(r.obs).all() and torch.isfinite(r.reward).all()
     assert env.backend.overflow_worlds() == 0
     assert env.diagnostics()["diagnostics"]["cuda_graph"]["enabled"] is True
+    assert env.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is True
 
 
 def test_same_seed_same_observations_as_mujoco(build):
@@ -64,9 +67,9 @@ def test_same_seed_same_observations_as_mujoco(build):
     obs_cpu, _ = cpu.reset()
     gaps = [float((obs_gpu - obs_cpu).abs().max())]
     zeros = torch.zeros(n, 29, device="cuda")
-    for _ in range(3):
+    for _ in range(WARMUP_CALLS + 3):  # eager warm-up steps, then captured ones
         rg, rc = gpu.step(zeros), cpu.step(zeros)
         live = ~(rg.done | rc.done)
         gaps.append(float((rg.obs[live] - rc.obs[live]).abs().max()))
-    print(f"max |obs mjwarp - obs mujoco| at reset and after each of 3 control steps: {gaps}")
+    print(f"max |obs mjwarp - obs mujoco| at reset and after each control step: {gaps}")
     assert max(gaps) < OBS_TOL, gaps

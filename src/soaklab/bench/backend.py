@@ -5,8 +5,12 @@ phase of an iteration. In the same run it measures the raw physics ceiling the e
 is measured against. MuJoCo: every MjData is restored to the state the probe
 started from and the recorded controls and resets are replayed through the same
 MjData and thread pool with no task terms. MJWarp: the same worlds and per-world
-sizes step `decimation` plain mujoco_warp steps captured in one CUDA graph
-(phases and ceiling timed with CUDA events, medians).
+sizes step `decimation` plain mujoco_warp steps captured in one CUDA graph,
+started from the states the env itself stepped from (each timed iteration's
+qpos, qvel, solver warm start and controls are recorded and restored), since the
+cost of a physics step depends on the state (contacts, solver iterations); the
+free-running rate of the same graph from the env's last state is reported
+beside it. Phases and ceilings are timed with CUDA events, medians.
 """
 
 from __future__ import annotations
@@ -156,9 +160,14 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
 
     names = ("action", "physics", "task")
     events = [[torch.cuda.Event(enable_timing=True) for _ in range(len(names) + 1)] for _ in range(s.iters)]
+    d = backend.d
+    state_views = [wp.to_torch(getattr(d, name)) for name in ("qpos", "qvel", "qacc_warmstart", "ctrl")
+                   if hasattr(d, name)]
+    starts: list[list[torch.Tensor]] = []
     wall = time.perf_counter()
     for marks in events:
         a = actions()
+        starts.append([v.clone() for v in state_views])  # outside the timed span
         marks[0].record()
         env.apply_action(a)
         marks[1].record()
@@ -178,15 +187,27 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
             backend._physics_ops()
         for _ in range(5):
             wp.capture_launch(capture.graph)
-        raw_pairs = []
+        free_pairs = []
         for _ in range(s.iters):
             begin, end = wp.Event(enable_timing=True), wp.Event(enable_timing=True)
             wp.record_event(begin)
             wp.capture_launch(capture.graph)
             wp.record_event(end)
-            raw_pairs.append((begin, end))
+            free_pairs.append((begin, end))
         wp.synchronize_device(backend.wp_device)
-    raw_ms = statistics.median(wp.get_event_elapsed_time(b, e) for b, e in raw_pairs)
+    free_ms = statistics.median(wp.get_event_elapsed_time(b, e) for b, e in free_pairs)
+    # ... and from each state the env stepped from (restored on torch's stream, then the graph).
+    replay_pairs = []
+    for start in starts:
+        for view, saved in zip(state_views, start, strict=True):
+            view.copy_(saved)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        backend._launch(None, capture.graph)
+        end.record()
+        replay_pairs.append((begin, end))
+    torch.cuda.synchronize()
+    raw_ms = _cuda_ms(replay_pairs)
 
     diagnostics = env.diagnostics()
     env.close()
@@ -205,7 +226,9 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         "raw_physics_steps_per_s": ceiling * backend.decimation,
         "env_over_ceiling": env_rate / ceiling,
         "phases": {"iteration_ms": iteration_ms, **phases},
-        "raw": {"iteration_ms": raw_ms},
+        "raw": {"iteration_ms": raw_ms, "from": "the env's own states (replayed)",
+                "free_running_iteration_ms": free_ms,
+                "free_running_env_steps_per_s": s.num_envs / (free_ms / 1e3)},
         "overflow_worlds": overflow,
         "backend_diagnostics": diagnostics,
     }

@@ -1,13 +1,23 @@
 """Run logging: one TensorBoard event file with namespaced tags, progress.json, terminal lines.
 
+What the learner logs per iteration partly lives on its device (rewards, dones,
+loss scalars). `DeviceLog` keeps those rows in device buffers and reads them
+back once per logging interval (one host synchronisation per interval, none
+per iteration); every iteration still gets its own TensorBoard step.
+
 progress.json is rewritten by the training loop itself every few seconds (never
 a heartbeat thread), so its mtime is evidence that the loop is alive.
 """
 
 from __future__ import annotations
 
+import math
+import queue
+import sys
+import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -48,7 +58,72 @@ class EpisodeStats:
         return sum(self.finished_lengths) / len(self.finished_lengths) if self.finished_lengths else None
 
 
+@dataclass
+class PendingRow:
+    iteration: int
+    values: dict[str, float | None]  # host-side scalars of the iteration
+    slot: int  # its row in the device buffers
+    updated: bool  # whether an update ran (losses are logged only then)
+    walltime: float  # when the iteration ended: the event's time, though it is written later
+
+
+class DeviceLog:
+    """Device rows of the last `interval` iterations: rewards, dones and the agent's diagnostics."""
+
+    def __init__(self, interval: int, num_envs: int, diag_names: tuple[str, ...], device: torch.device) -> None:
+        self.interval = interval
+        self.diag_names = diag_names
+        self.rewards = torch.zeros(interval, num_envs, device=device)
+        self.dones = torch.zeros(interval, num_envs, dtype=torch.bool, device=device)
+        self.diag = torch.zeros(interval, max(len(diag_names), 1), device=device)
+        self.pending: list[PendingRow] = []
+
+    def record(self, iteration: int, rewards: torch.Tensor, dones: torch.Tensor, diagnostics: torch.Tensor,
+               updated: bool, values: dict[str, float | None]) -> None:
+        slot = len(self.pending)
+        self.rewards[slot].copy_(rewards)
+        self.dones[slot].copy_(dones)
+        if updated:
+            self.diag[slot, : diagnostics.numel()].copy_(diagnostics)
+        self.pending.append(PendingRow(iteration, values, slot, updated, time.time()))
+
+    @property
+    def full(self) -> bool:
+        return len(self.pending) >= self.interval
+
+    def drain(self, stats: EpisodeStats) -> list[tuple[int, float, dict[str, float | None]]]:
+        """Read the buffered rows back (one synchronisation), feed the episode statistics in
+        order, and return each iteration's complete scalar set."""
+        if not self.pending:
+            return []
+        k = len(self.pending)
+        rewards, dones, diag = self.rewards[:k].cpu(), self.dones[:k].cpu(), self.diag[:k].cpu()
+        out = []
+        for row in self.pending:
+            stats.observe(rewards[row.slot], dones[row.slot])
+            values = dict(row.values)
+            values["Train/mean_reward"] = stats.mean_return
+            values["Train/episode_length"] = stats.mean_length
+            values["Train/step_reward"] = stats.step_reward
+            if row.updated:
+                for name, value in zip(self.diag_names, diag[row.slot].tolist(), strict=False):
+                    if not math.isnan(value):  # NaN: no update has produced this scalar yet
+                        values[f"Loss/{name}"] = value
+            out.append((row.iteration, row.walltime, values))
+        self.pending.clear()
+        return out
+
+
+# While the writer thread has work, a training loop thread waking from a semaphore waits at most
+# this long for the GIL (CPython's default, 5 ms, would be half an iteration on a GPU).
+SWITCH_INTERVAL_S = 2e-4
+
+
 class RunLogger:
+    """Scalars go to TensorBoard from a writer thread: a logging interval's worth of rows (a few
+    thousand add_scalar calls) is written while the training loop waits on the GPU and the
+    collector, not in between its iterations."""
+
     def __init__(self, run_dir: Path, max_iterations: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -58,11 +133,26 @@ class RunLogger:
         self.start = time.monotonic()
         self._last_progress = 0.0
         self._last_terminal = 0.0
+        self._queue: queue.Queue[tuple[dict[str, float | None], int, float | None] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self._thread = threading.Thread(target=self._write_loop, name="soaklab-scalars", daemon=True)
+        self._thread.start()
 
-    def scalars(self, values: dict[str, float | None], step: int) -> None:
-        for tag, value in values.items():
-            if value is not None:
-                self.writer.add_scalar(tag, value, step)
+    def scalars(self, values: dict[str, float | None], step: int, walltime: float | None = None) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"TensorBoard writer failed: {self._error}") from self._error
+        self._queue.put((values, step, walltime))
+
+    def _write_loop(self) -> None:
+        while (item := self._queue.get()) is not None:
+            values, step, walltime = item
+            try:
+                for tag, value in values.items():
+                    if value is not None:
+                        self.writer.add_scalar(tag, value, step, walltime=walltime)
+            except BaseException as exc:  # surfaced by the next scalars() or close()
+                self._error = exc
 
     def progress(self, iteration: int, env_steps: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -86,5 +176,9 @@ class RunLogger:
             self._last_terminal = now
 
     def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
         self.writer.flush()
         self.writer.close()
+        if self._error is not None:
+            raise RuntimeError(f"TensorBoard writer failed: {self._error}") from self._error

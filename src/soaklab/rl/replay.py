@@ -1,7 +1,10 @@
 """The replay ring, on the learner device (DESIGN §8).
 
 Chunks from replay ingress are copied in; `ptr`/`size` advance only after the
-copy, so a sampled row is always a complete transition.
+copy, so a sampled row is always a complete transition. The row count is kept
+twice: a host int (bookkeeping, logs) and a device scalar that `sample` reads,
+so a captured update samples from the rows present when it runs, without a
+host read and with static shapes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ class ReplayRing:
         self.slices = slices
         self.ptr = 0
         self.size = 0
+        self.size_t = torch.zeros((), dtype=torch.long, device=device)
         # Sampling has its own generator so lock-step runs sample the same rows.
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
@@ -30,8 +34,11 @@ class ReplayRing:
         # Advance only after the copy: a reader never sees a half-written row.
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        self.size_t.fill_(self.size)  # a fill kernel with the host value: no synchronisation
 
     def sample(self, batch: int) -> dict[str, torch.Tensor]:
-        idx = torch.randint(0, self.size, (batch,), generator=self.generator, device=self.storage.device)
+        # Uniform over [0, size) with size on the device; the modulo bias is below 2**-40.
+        draws = torch.randint(0, 2**62, (batch,), generator=self.generator, device=self.storage.device)
+        idx = draws % self.size_t.clamp_min(1)
         rows = self.storage[idx]
         return {name: rows[:, s] for name, s in self.slices.items()}

@@ -32,14 +32,16 @@ from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, Layout, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
 from soaklab.rl.faults import Fault, fault_from_env
-from soaklab.rl.logging import EpisodeStats, RunLogger
+from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger
 from soaklab.rl.replay import ReplayRing
 from soaklab.rl.summary import build_summary, validate_summary
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 
 JOIN_TIMEOUT_S = 5.0
-READY_TIMEOUT_S = 900.0  # the first compile of the task terms can take minutes on a cold cache
+READY_TIMEOUT_S = 900.0
+# Update round `it` trains on transitions up to vector step `it - UPDATE_LAG_VECTORS` (see _loop).
+UPDATE_LAG_VECTORS = 1  # the first compile of the task terms can take minutes on a cold cache
 
 
 class Cancelled(BaseException):
@@ -105,8 +107,10 @@ class Learner:
         self.agent = None
         self.final_fps = 0.0
         self.backend_diagnostics: dict[str, Any] | None = None
+        self.learner_diagnostics: dict[str, Any] | None = None
         self.transport: HostRing | CudaRing | None = None
         self.cuda_process_sharing: dict[str, Any] | None = None
+        self.device_log: DeviceLog | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -207,18 +211,30 @@ class Learner:
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:
+        """One iteration: answer vector step `it`'s observations, run update round `it`, take in the
+        transitions of vector step `it`.
+
+        The schedule is fixed: update round `it` trains on the transitions up to vector step `it - 1`
+        (a lag of one), so it runs while the collector steps the envs with the actions just answered
+        (on a GPU the two processes' kernels overlap; on a CPU the two processes' threads do). The
+        replay contents each round sees are the same in every run, so CPU runs with the same seeds
+        are bitwise reproducible."""
         ctl, layout, h, transport = self.arrays["control"], self.layout, self.handles, self.transport
         ingress_rows = self.arrays["ingress_rows"]
         slices = layout.row_slices()
         chunks = layout.chunks_per_vector
         vector = torch.zeros(layout.num_envs, layout.row_width, device=self.device)
-        updates_per_step, batch = self.settings.updates_per_step, self.settings.batch_size
+        updates_per_step = self.settings.updates_per_step
+        self.agent.bind(self.replay, self.settings.batch_size)
+        self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
+                                    self.agent.diag_names, self.device)
+        first_update = max(self.learning_starts, UPDATE_LAG_VECTORS)  # round `it` reads vector it - lag
         update_count = 0
         last_counters = ctl.copy()
+        mark = time.perf_counter()
         for it in range(self.max_iterations):
             self.iteration = it
             self._fault_hooks(it)
-            t_iter = time.perf_counter()
             # Inference: answer each group's observations with the current policy.
             for g, (a, b) in enumerate(layout.group_bounds):
                 wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
@@ -231,6 +247,14 @@ class Learner:
                     transport.answer(g, actions)
                 ctl[C.TICKS_ANSWERED] += 1
                 h.act_ready[g].release()
+            # Update round `it` (transitions up to vector step it - 1), while the envs step.
+            updated = it >= first_update and not self.hold_updates
+            update_rows = self.replay.size if updated else 0  # what this round samples from
+            if updated:
+                with self.timer.span("update"):
+                    for _ in range(updates_per_step):
+                        self.agent.update(update_count)
+                        update_count += 1
             # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
             target, filled = (it + 1) * chunks, 0
             with transport.ingesting():
@@ -248,20 +272,19 @@ class Learner:
                     h.ingress_free.release()
             rewards = vector[:, slices["reward"]][:, 0]
             dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
-            self.stats.observe(rewards, dones)
             self.agent.observe_rewards(rewards, dones)
             self.env_steps += layout.num_envs
-            # Lock-step updates: round `it` sees exactly the transitions up to vector step `it`.
-            losses: dict[str, float] = {}
-            if it >= self.learning_starts and not self.hold_updates:
-                with self.timer.span("update"):
-                    for _ in range(updates_per_step):
-                        # Merge: some losses (FlashSAC's actor) come from every other update only.
-                        losses |= self.agent.update(self.replay.sample(batch), update_count)
-                        update_count += 1
-            iteration_s = time.perf_counter() - t_iter
+            # One loop period, from the same point of the previous iteration: logging and
+            # checkpoints are part of what an iteration costs.
+            now = time.perf_counter()
+            iteration_s, mark = now - mark, now
             self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
-            self._log(it, losses, iteration_s, self.timer.take(), ctl, last_counters)
+            values = self._host_scalars(iteration_s, self.timer.take(), ctl, last_counters)
+            values["Replay/update_rows"] = float(update_rows)
+            self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
+            if self.device_log.full or it + 1 == self.max_iterations:
+                self._flush_log()
+            self.logger.progress(it + 1, self.env_steps)
             last_counters = ctl.copy()
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
@@ -270,9 +293,20 @@ class Learner:
         self.logger.terminal(self.iteration, self.final_fps, self.stats.mean_return, self.stats.mean_length,
                              force=True)
 
-    def _log(self, it: int, losses: dict[str, float], iteration_s: float, phases_ms: dict[str, float],
-             ctl: np.ndarray, last: np.ndarray) -> None:
-        """Phase times are GPU time on a CUDA learner, read when finished (so possibly a step late)."""
+    def _flush_log(self) -> None:
+        """Write the buffered iterations to TensorBoard (one device read for all of them)."""
+        rows = self.device_log.drain(self.stats)
+        for it, walltime, values in rows:
+            self.logger.scalars(values, it, walltime)
+        if rows:  # the rate over the flushed iterations: one iteration's rate swings with the flush itself
+            seconds = sum(values["Perf/iteration_time"] or 0.0 for _, _, values in rows)
+            fps = self.layout.num_envs * len(rows) / max(seconds, 1e-9)
+            self.logger.terminal(rows[-1][0] + 1, fps, self.stats.mean_return, self.stats.mean_length)
+
+    def _host_scalars(self, iteration_s: float, phases_ms: dict[str, float], ctl: np.ndarray,
+                      last: np.ndarray) -> dict[str, float | None]:
+        """The iteration's scalars known on the host. Phase times are GPU time on a CUDA learner,
+        read when finished (so possibly an iteration late)."""
         def delta_ms(index: C) -> float:
             return float(ctl[index] - last[index]) / 1e6
 
@@ -286,9 +320,6 @@ class Learner:
             "Perf/collector_env_step_ms": delta_ms(C.ENV_STEP_NS),
             "Perf/collector_action_wait_ms": delta_ms(C.ACTION_WAIT_NS),
             "Perf/collector_ingress_write_ms": delta_ms(C.INGRESS_WRITE_NS),
-            "Train/mean_reward": self.stats.mean_return,
-            "Train/episode_length": self.stats.mean_length,
-            "Train/step_reward": self.stats.step_reward,
             "Replay/size": float(self.replay.size),
             "Ingress/occupancy": float(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]),
             "Ingress/high_water_occupancy": float(ctl[C.HIGH_WATER]),
@@ -296,11 +327,7 @@ class Learner:
         }
         for i, term in enumerate(self.resolved.reward_terms):
             values[f"Train/reward/{term}"] = float(metrics[i])
-        for name, value in losses.items():
-            values[f"Loss/{name}"] = value
-        self.logger.scalars(values, it)
-        self.logger.progress(it + 1, self.env_steps)
-        self.logger.terminal(it + 1, self.final_fps, self.stats.mean_return, self.stats.mean_length)
+        return values
 
     def _fault_hooks(self, it: int) -> None:
         fault = self.fault
@@ -380,6 +407,11 @@ class Learner:
             self.shutdown.cleanup_errors.extend(errors)
         if self.agent is not None:
             self._step("final checkpoint", lambda: self._checkpoint("model_final.pt"))
+        if self.device_log is not None and self.logger is not None:
+            self._step("flush logs", self._flush_log)
+        if self.agent is not None:
+            self.learner_diagnostics = self._step("learner diagnostics", self._learner_diagnostics)
+            self._step("release captured graphs", self.agent.close)
         if self.logger is not None:
             self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps, force=True))
             self._step("close logger", self.logger.close)
@@ -388,6 +420,11 @@ class Learner:
         summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)
         write_json_atomic(self.run_dir / "run_summary.json", summary)
         return summary
+
+    def _learner_diagnostics(self) -> dict[str, Any]:
+        return {"cuda_graph": self.agent.capture_diagnostics(),
+                "schedule": {"update_lag_vectors": UPDATE_LAG_VECTORS,
+                             "log_interval_iterations": self.settings.collector_metrics_interval}}
 
     def _read_backend_diagnostics(self) -> dict[str, Any]:
         path = self.run_dir / "backend_diagnostics.json"

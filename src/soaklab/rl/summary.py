@@ -85,6 +85,8 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "backend_diagnostics": learner.backend_diagnostics or {
             "available": False, "backend_type": r.composed.sim, "unavailable_reason": "not reported"},
     }
+    if learner.learner_diagnostics is not None:
+        manifest["learner_diagnostics"] = learner.learner_diagnostics
     if learner.cuda_process_sharing is not None:
         manifest["cuda_process_sharing"] = learner.cuda_process_sharing
     elif s.cuda_process_sharing is not None:  # failed before the evidence was taken

@@ -5,7 +5,7 @@ CPU machines never need them. One control step is the same sequence as the CPU
 backend's: `step2`, `decimation - 1` full steps, `step1`, so body frames, sensors
 and contacts are fresh for the state just integrated; it is captured once in a
 CUDA graph and replayed. A masked reset (`reset_data` for the selected worlds,
-their qpos/qvel written from staging, `forward`) is a second graph. Both end with a
+their qpos/qvel written from staging, `step1`) is a second graph. Both end with a
 pack of qpos | qvel | sensordata into one float32 buffer, the layout the CPU
 backend gives the task. Warp runs on its own stream, ordered against torch's
 current stream with stream waits: no host synchronisation per step.
@@ -131,9 +131,13 @@ class MjwarpBackend:
         width = max(self.model.nq, self.model.nv)
         self._wp.launch(self._apply_reset, dim=(self.num_envs, width),
                         inputs=[self._mask, self._reset_qpos, self._reset_qvel], outputs=[d.qpos, d.qvel])
-        # forward on every world: a recomputation for the others (same state, same values), the full
-        # stage set (acceleration-stage sensors included) for the reset ones, as mj_forward on the CPU.
-        mjw.forward(m, d)
+        # step1 (position and velocity stages, their sensors, collision) on every world: what the
+        # control step ends with, so the next step2 starts from the same kind of state; a
+        # recomputation for the worlds not reset (same state, same values). A full forward would
+        # also run the constraint solver, which step2 runs anyway: about half the reset's cost.
+        # Acceleration-stage sensors stay stale for reset worlds until their next step; the task
+        # reads none (the scene's accelerometer is unused).
+        mjw.step1(m, d)
         self._pack_state()
 
     def _capture(self) -> None:
@@ -177,9 +181,17 @@ class MjwarpBackend:
 
     def reset_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Reset the worlds where `mask` is set to rows of (qpos, qvel) [N, nq] / [N, nv]; no host sync."""
+        self.stage_reset(mask, qpos, qvel)
+        self.launch_reset()
+
+    def stage_reset(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Write the reset buffers (torch ops on the current stream: a captured step may do this)."""
         self.reset_mask.copy_(mask)
         self.reset_qpos.copy_(qpos)
         self.reset_qvel.copy_(qvel)
+
+    def launch_reset(self) -> None:
+        """Reset the worlds selected by the staged buffers (the reset graph)."""
         self._launch(self._reset_ops, self._reset_graph)
 
     def reset(self, env_ids: torch.Tensor | np.ndarray, qpos: torch.Tensor | np.ndarray,

@@ -231,6 +231,7 @@ class G1MotionTrackingEnv:
         contact_names = [f"task_contact_{n}" for n in undesired_contact_names(model, num_contact)]
         start = base + sensor_block(model, contact_names, 1)
         self._contact_slice = slice(start, start + num_contact)
+        self._device = DeviceStep(self) if self.masked_resets else None
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -348,12 +349,18 @@ class G1MotionTrackingEnv:
     def _reset_masked(self, mask: torch.Tensor) -> None:
         """Reset where `mask` is set without learning how many: every env draws a start, the masked
         ones take it (the device-resident path: no host synchronisation)."""
+        self._stage_masked_reset(mask)
+        self.backend.launch_reset()
+
+    def _stage_masked_reset(self, mask: torch.Tensor) -> None:
+        """Everything of a masked reset but the physics: draw starts, write the backend's reset
+        buffers, reset the episode state. In place: a captured step reads and writes these tensors."""
         frames = self.sampler.sample(self.num_envs)
         qpos, qvel = self._reset_state(frames)
-        self.backend.reset_masked(mask, qpos, qvel)
-        self.start_frame = torch.where(mask, frames, self.start_frame)
-        self.episode_step = torch.where(mask, torch.zeros_like(self.episode_step), self.episode_step)
-        self.last_action = torch.where(mask[:, None], torch.zeros_like(self.last_action), self.last_action)
+        self.backend.stage_reset(mask, qpos, qvel)
+        self.start_frame.copy_(torch.where(mask, frames, self.start_frame))
+        self.episode_step.masked_fill_(mask, 0)
+        self.last_action.masked_fill_(mask[:, None], 0.0)
 
     def set_reference_state(self, mask: torch.Tensor | None = None) -> None:
         """Put the selected envs exactly on their current reference frame (kinematic replay, tests)."""
@@ -387,6 +394,8 @@ class G1MotionTrackingEnv:
     def evaluate(self, actions: torch.Tensor) -> StepResult:
         """Everything after physics: advance the reference, terms, observations, resets."""
         actions = actions.detach().to(self.device, torch.float32)
+        if self.masked_resets:
+            return self._device.evaluate(actions)
         self.episode_step += 1
         frame = self.frame
         reward_terms, terminated, final_obs, final_critic = self._step_terms(frame, actions, self.last_action)
@@ -396,12 +405,6 @@ class G1MotionTrackingEnv:
         done = terminated | truncated
         self.sampler.record(frame, terminated)
         obs, critic = final_obs, final_critic
-        if self.masked_resets:
-            self._reset_masked(done)
-            new_obs, new_critic = self.observe(self._robot(), self._reference(self.frame), self.last_action)
-            obs = torch.where(done[:, None], new_obs, final_obs)
-            critic = torch.where(done[:, None], new_critic, final_critic)
-            return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms)
         ids = done.nonzero(as_tuple=True)[0]
         if len(ids):
             # Only the reset rows change: recompute their observations, keep the final ones elsewhere.
@@ -412,10 +415,89 @@ class G1MotionTrackingEnv:
         return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms)
 
     def diagnostics(self) -> dict:
-        return self.backend.diagnostics()
+        record = self.backend.diagnostics()
+        if self._device is not None and record.get("available"):
+            record["diagnostics"]["task_cuda_graph"] = self._device.diagnostics()
+        return record
 
     def close(self) -> None:
+        if self._device is not None:
+            self._device.close()
         self.backend.close()
+
+
+class DeviceStep:
+    """The G1 env's step on a device-resident backend, as two captured steps around the physics
+    reset graph: (1) terms, rewards, terminations, failure counts and the staging of the masked
+    reset; (2) the observations after the reset. Each reads and writes only static tensors (the
+    env's episode state, the backend's views and reset buffers, the buffers below), so on CUDA
+    each is one graph replay instead of a few hundred kernel launches from Python."""
+
+    def __init__(self, env: G1MotionTrackingEnv) -> None:
+        from soaklab.capture import CapturedStep
+
+        self.env = env
+        n, dev, spaces = env.num_envs, env.device, SPACES
+        self.actions = torch.zeros(n, spaces.action, device=dev)
+        self.terms = torch.zeros(len(REWARD_TERMS), n, device=dev)
+        self.reward = torch.zeros(n, device=dev)
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.truncated = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.final_obs = torch.zeros(n, spaces.actor_obs, device=dev)
+        self.final_critic = torch.zeros(n, spaces.critic_obs, device=dev)
+        self.obs = torch.zeros(n, spaces.actor_obs, device=dev)
+        self.critic = torch.zeros(n, spaces.critic_obs, device=dev)
+        backend = env.backend
+        requested = (backend.graph_requested, None if backend.graph_requested else "the backend's graphs are off")
+        generators = (env.rng.generator,)
+        self.steps = (CapturedStep("task_terms_and_reset", self._terms_and_reset, dev, generators, requested=requested),
+                      CapturedStep("task_observe", self._observe, dev, generators, requested=requested))
+
+    @torch.no_grad()
+    def _terms_and_reset(self) -> None:
+        env = self.env
+        env.episode_step += 1
+        frame = env.frame
+        terms, terminated, final_obs, final_critic = env._step_terms(frame, self.actions, env.last_action)
+        stacked = torch.stack([terms[k] for k in REWARD_TERMS])
+        self.terms.copy_(stacked)
+        self.reward.copy_(stacked.sum(0))
+        truncated = ((env.episode_step >= env.max_episode_steps) | (frame >= env.num_frames - 1)) & ~terminated
+        self.terminated.copy_(terminated)
+        self.truncated.copy_(truncated)
+        self.final_obs.copy_(final_obs)
+        self.final_critic.copy_(final_critic)
+        env.last_action.copy_(self.actions)
+        env.sampler.record(frame, terminated)
+        env._stage_masked_reset(terminated | truncated)
+
+    @torch.no_grad()
+    def _observe(self) -> None:
+        env = self.env
+        done = (self.terminated | self.truncated)[:, None]
+        new_obs, new_critic = env.observe(env._robot(), env._reference(env.frame), env.last_action)
+        self.obs.copy_(torch.where(done, new_obs, self.final_obs))
+        self.critic.copy_(torch.where(done, new_critic, self.final_critic))
+
+    def evaluate(self, actions: torch.Tensor) -> StepResult:
+        self.actions.copy_(actions)
+        self.steps[0]()
+        self.env.backend.launch_reset()
+        self.steps[1]()
+        # Callers keep the observations for the next transition: they get their own copy. The other
+        # fields are this step's buffers, valid until the next step.
+        terms = dict(zip(REWARD_TERMS, self.terms.unbind(0), strict=True))
+        return StepResult(self.obs.clone(), self.critic.clone(), self.reward, self.terminated, self.truncated,
+                          self.final_obs, self.final_critic, terms)
+
+    def diagnostics(self) -> dict[str, Any]:
+        from soaklab.capture import graph_diagnostics
+
+        return graph_diagnostics(list(self.steps))
+
+    def close(self) -> None:
+        for step in self.steps:
+            step.close()
 
 
 def episode_return_bound(cfg: TrackingConfig) -> float:

@@ -6,11 +6,11 @@ from typing import Any
 
 import torch
 
-from soaklab.rl.agents.common import Agent
+from soaklab.rl.agents.common import OffPolicyAgent
 
 
 def make_agent(algo: str, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
-               device: torch.device) -> Agent:
+               device: torch.device) -> OffPolicyAgent:
     if algo == "sac":
         from soaklab.rl.agents.sac import SACAgent
 

@@ -1,38 +1,29 @@
-"""What SAC and FlashSAC share: the tanh-Gaussian actor head, temperature, targets."""
+"""What SAC and FlashSAC share: the tanh-Gaussian head, temperature, targets, and the
+captured update/inference machinery (`OffPolicyAgent`).
+
+An update reads only static tensors: the replay storage (sampled inside the
+update from a device-side row count), parameters, optimizer state and a few
+device scalars (temperature, return scale). Its losses and diagnostics land in
+`agent.diagnostics`, a device buffer the learner reads once per logging
+interval, never per update. On CUDA each update variant and each inference
+group is one CUDA graph (soaklab.capture); on the CPU the same functions run
+eagerly.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
 
+from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
+from soaklab.rl.replay import ReplayRing
+
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
-
-
-class Agent(Protocol):
-    device: torch.device
-
-    def act(self, obs: torch.Tensor, env_ids: slice, explore: bool) -> torch.Tensor: ...
-
-    def random_actions(self, count: int) -> torch.Tensor: ...
-
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]: ...
-
-    def observe_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-
-def mlp(inp: int, hidden: int, out: int, layers: int) -> nn.Sequential:
-    mods: list[nn.Module] = []
-    width = inp
-    for _ in range(layers):
-        mods += [nn.Linear(width, hidden), nn.ReLU()]
-        width = hidden
-    mods.append(nn.Linear(width, out))
-    return nn.Sequential(*mods)
 
 
 def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,10 +38,34 @@ def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tu
 
 @torch.no_grad()
 def polyak(target: nn.Module, source: nn.Module, tau: float) -> None:
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.lerp_(s, tau)
-    for t, s in zip(target.buffers(), source.buffers(), strict=True):
-        t.copy_(s)
+    """target <- (1 - tau) target + tau source for parameters, a copy for buffers: two foreach ops."""
+    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+    buffers = list(target.buffers())
+    if buffers:  # BatchNorm statistics (FlashSAC); SAC's networks have none
+        torch._foreach_copy_(buffers, list(source.buffers()))
+
+
+@contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """No weight gradients for `module` inside (the actor loss differentiates through the critics
+    only with respect to the action)."""
+    params = list(module.parameters())
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+@contextmanager
+def eval_mode(module: nn.Module) -> Iterator[None]:
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train()
 
 
 class Temperature(nn.Module):
@@ -69,12 +84,12 @@ class Temperature(nn.Module):
         return -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
 
 
-def make_optimizers(actor: nn.Module, critics: nn.Module, temperature: Temperature,
-                    cfg: dict[str, Any]) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer, torch.optim.Optimizer]:
-    """Adam for actor, critics and temperature (the temperature follows the actor's rate)."""
-    return (torch.optim.Adam(actor.parameters(), lr=float(cfg["actor_lr"])),
-            torch.optim.Adam(critics.parameters(), lr=float(cfg["critic_lr"])),
-            torch.optim.Adam(temperature.parameters(), lr=float(cfg["actor_lr"])))
+def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """Adam; on CUDA the fused kernel (one launch for all parameters, step counts kept on the
+    device, so a CUDA graph can capture it)."""
+    if device.type == "cuda":
+        return torch.optim.Adam(params, lr=lr, fused=True, capturable=True)
+    return torch.optim.Adam(params, lr=lr)
 
 
 def seeded_generator(seed: int, device: torch.device) -> torch.Generator:
@@ -82,3 +97,101 @@ def seeded_generator(seed: int, device: torch.device) -> torch.Generator:
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     return generator
+
+
+class OffPolicyAgent:
+    """The learner-facing agent API: `bind`, `act`, `random_actions`, `observe_rewards`, `update`,
+    `diagnostics`/`diag_names`, `capture_diagnostics`, `state_dict`.
+
+    Subclasses define `diag_names`, `update_variants()` (name -> update function; `variant(step)`
+    picks one), `_explore(obs, env_ids)` and `_mean_action(obs)`, and write their scalars with
+    `_record(name=tensor, ...)`."""
+
+    diag_names: tuple[str, ...] = ()
+
+    def __init__(self, action_dim: int, cfg: dict[str, Any], device: torch.device) -> None:
+        self.device = device
+        self.action_dim = action_dim
+        self.generator = seeded_generator(int(cfg["seed"]), device)
+        # Decided once, when the agent is built (SOAKLAB_LEARNER_CUDA_GRAPH is read here).
+        self.graphs = graph_requested(device)
+        # NaN until a value is first written: the logger skips what no update has produced yet.
+        self.diagnostics = torch.full((len(self.diag_names),), float("nan"), device=device)
+        self._index = {name: i for i, name in enumerate(self.diag_names)}
+        self.replay: ReplayRing | None = None
+        self.batch_size = 0
+        self._updates: dict[str, CapturedStep] = {}
+        self._inference: dict[tuple[int, int], tuple[CapturedStep, torch.Tensor, torch.Tensor]] = {}
+
+    # -- wiring ------------------------------------------------------------------------------------
+    def bind(self, replay: ReplayRing, batch_size: int) -> None:
+        """Updates sample `batch_size` rows from `replay` (inside the captured step)."""
+        self.replay, self.batch_size = replay, batch_size
+        generators = (self.generator, replay.generator)
+        self._updates = {name: CapturedStep(f"update_{name}", fn, self.device, generators, requested=self.graphs)
+                         for name, fn in self.update_variants().items()}
+
+    def update_variants(self) -> dict[str, Callable[[], None]]:
+        raise NotImplementedError
+
+    def variant(self, step: int) -> str:
+        return next(iter(self._updates))
+
+    def _batch(self) -> dict[str, torch.Tensor]:
+        assert self.replay is not None, "bind() the replay ring first"
+        return self.replay.sample(self.batch_size)
+
+    def _record(self, **values: torch.Tensor) -> None:
+        """Write scalars into the diagnostics buffer (device to device: no host read)."""
+        with torch.no_grad():
+            for name, value in values.items():
+                self.diagnostics[self._index[name]].copy_(value.detach().reshape(()))
+
+    # -- the learner's calls -----------------------------------------------------------------------
+    def update(self, step: int) -> None:
+        """One gradient update (`step` counts updates; it picks the variant, e.g. with the actor)."""
+        self._updates[self.variant(step)]()
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, env_ids: slice, explore: bool = True) -> torch.Tensor:
+        """Actions for the envs `env_ids`. The exploring call of each env group is one captured
+        step that reads a static input buffer; its result is valid until the group's next call."""
+        if not explore:
+            return self._mean_action(obs)
+        key = (env_ids.start or 0, env_ids.stop)
+        if key not in self._inference:
+            static_obs = torch.zeros_like(obs)
+            out = torch.zeros(obs.shape[0], self.action_dim, device=self.device)
+
+            def step() -> None:
+                out.copy_(self._explore(static_obs, env_ids))
+
+            self._inference[key] = (CapturedStep(f"inference_{key[0]}_{key[1]}", step, self.device,
+                                                 (self.generator,), requested=self.graphs), static_obs, out)
+        captured, static_obs, out = self._inference[key]
+        static_obs.copy_(obs)
+        captured()
+        return out
+
+    def random_actions(self, count: int) -> torch.Tensor:
+        return torch.rand(count, self.action_dim, generator=self.generator, device=self.device) * 2 - 1
+
+    def observe_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+        """Per-vector reward statistics (FlashSAC's return scale); none by default."""
+
+    def capture_diagnostics(self) -> dict[str, Any]:
+        steps = list(self._updates.values()) + [c for c, _, _ in self._inference.values()]
+        return graph_diagnostics(steps)
+
+    def close(self) -> None:
+        for step in [*self._updates.values(), *(c for c, _, _ in self._inference.values())]:
+            step.close()
+
+    def _explore(self, obs: torch.Tensor, env_ids: slice) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _mean_action(self, obs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError

@@ -1,54 +1,53 @@
-"""SAC: twin Q critics with target networks, learned temperature, tanh-Gaussian actor."""
+"""SAC: twin Q critics (one batched module) with target networks, learned temperature,
+tanh-Gaussian actor."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
-from soaklab.rl.agents.common import Temperature, make_optimizers, mlp, polyak, seeded_generator, squash
+from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, frozen, polyak, squash
+from soaklab.rl.agents.nets import MLP
 
 
-class SACAgent:
+class SACAgent(OffPolicyAgent):
+    diag_names = ("critic", "actor", "alpha", "alpha_value", "q_mean")
+
     def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
                  device: torch.device) -> None:
-        self.device = device
-        self.action_dim = action_dim
+        super().__init__(action_dim, cfg, device)
         self.gamma, self.tau = float(cfg["gamma"]), float(cfg["tau"])
         layers = int(cfg["num_blocks"])
-        self.actor = mlp(obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers).to(device)
-        self.critics = nn.ModuleList(
-            [mlp(critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers) for _ in range(2)]).to(device)
+        self.actor = MLP(1, obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers).to(device)
+        self.critics = MLP(2, critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.temperature = Temperature(action_dim).to(device)
-        self.actor_opt, self.critic_opt, self.alpha_opt = make_optimizers(self.actor, self.critics,
-                                                                          self.temperature, cfg)
-        self.generator = seeded_generator(int(cfg["seed"]), device)
+        self.actor_opt = adam(self.actor.parameters(), float(cfg["actor_lr"]), device)
+        self.critic_opt = adam(self.critics.parameters(), float(cfg["critic_lr"]), device)
+        self.alpha_opt = adam(self.temperature.parameters(), float(cfg["actor_lr"]), device)
 
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.actor(obs).chunk(2, dim=-1)
+        mean, log_std = self.actor(obs)[0].chunk(2, dim=-1)
         noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
         return squash(mean, log_std, noise)
 
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, env_ids: slice, explore: bool = True) -> torch.Tensor:
-        if not explore:
-            return torch.tanh(self.actor(obs).chunk(2, dim=-1)[0])
+    def _mean_action(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.actor(obs)[0].chunk(2, dim=-1)[0])
+
+    def _explore(self, obs: torch.Tensor, env_ids: slice) -> torch.Tensor:
         return self._policy(obs)[0]
 
-    def random_actions(self, count: int) -> torch.Tensor:
-        return torch.rand(count, self.action_dim, generator=self.generator, device=self.device) * 2 - 1
+    def _q(self, nets: MLP, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return nets(torch.cat([critic_obs, action], dim=-1))[..., 0].transpose(0, 1)  # [B, 2]
 
-    def observe_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
-        """SAC uses raw rewards."""
+    def update_variants(self) -> dict[str, Callable[[], None]]:
+        return {"full": self._update}
 
-    def _q(self, nets: nn.ModuleList, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([critic_obs, action], dim=-1)
-        return torch.cat([net(x) for net in nets], dim=-1)  # [B, 2]
-
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
+    def _update(self) -> None:
+        batch = self._batch()
         with torch.no_grad():
             next_action, next_log_prob = self._policy(batch["next_obs"])
             target_q = self._q(self.targets, batch["next_critic"], next_action).min(-1).values
@@ -61,7 +60,8 @@ class SACAgent:
         self.critic_opt.step()
 
         action, log_prob = self._policy(batch["obs"])
-        q_pi = self._q(self.critics, batch["critic"], action).min(-1).values
+        with frozen(self.critics):
+            q_pi = self._q(self.critics, batch["critic"], action).min(-1).values
         actor_loss = (self.temperature.alpha.detach() * log_prob - q_pi).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
@@ -71,8 +71,8 @@ class SACAgent:
         alpha_loss.backward()
         self.alpha_opt.step()
         polyak(self.targets, self.critics, self.tau)
-        return {"critic": critic_loss.item(), "actor": actor_loss.item(), "alpha": alpha_loss.item(),
-                "alpha_value": self.temperature.alpha.item(), "q_mean": q.mean().item()}
+        self._record(critic=critic_loss, actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha,
+                     q_mean=q.detach().mean())
 
     def state_dict(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
