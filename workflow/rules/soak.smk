@@ -12,7 +12,8 @@ def _soak_flags(wildcards):
 rule train_soak:
     input:
         run_config=rules.resolve_config.output.run_config,
-        code=pkg_sources(*CORE_SOURCES, "config", "settings", "conf", "tasks", "sim", "rl", "soak", "hostinfo.py"),
+        code=pkg_sources(*CORE_SOURCES, "config", "settings", "conf", "tasks", "sim", "rl", "soak", "hostinfo.py",
+                         "capture.py"),
     output:
         soak="results/{run}/soak.json",
         train=directory("results/{run}/train"),

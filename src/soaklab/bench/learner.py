@@ -99,7 +99,7 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 def run_learner_bench(algos: list[str], batches: list[int], device: str, num_envs: int, warmup: int, iters: int,
-                      replay_rows: int, output: Path, command: str) -> dict[str, Any]:
+                      replay_rows: int, output: Path, command: list[str]) -> dict[str, Any]:
     dev = torch.device(device)
     modes = ["eager", "captured"] if dev.type == "cuda" else ["eager"]
     results = []
@@ -110,7 +110,7 @@ def run_learner_bench(algos: list[str], batches: list[int], device: str, num_env
                 results.append(row)
                 print(f"bench learner: {algo} batch {batch} {mode}: update {row['update_ms_median']:.3f} ms, "
                       f"inference {row['inference_ms_median']:.3f} ms (median of {iters})", flush=True)
-    report = {"schema_version": SCHEMA_VERSION, "command": command, "device": device,
+    report = {"schema_version": SCHEMA_VERSION, "command": " ".join(["soaklab", *command]), "device": device,
               "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
               "host": host_record(), "versions": versions(), "git": git_state(),
               "warmup": warmup, "iters": iters, "results": results}
