@@ -129,10 +129,64 @@ def test_wheel_with_escaping_member_is_refused(cli, tmp_path, pinned_wheel):
     assert not (tmp_path / "resources/g1").exists()
 
 
-@pytest.mark.parametrize("name", ["/etc/passwd", "a/../../b", "C:/x"])
+def evil_wheel(pinned_wheel: Path, path: Path, name: str, data: bytes = b"x", mode: int | None = None) -> Path:
+    """The pinned wheel's G1 subtree plus one crafted member."""
+    with zipfile.ZipFile(pinned_wheel) as src, zipfile.ZipFile(path, "w") as dst:
+        for item in src.infolist():
+            if item.filename.startswith(G1_WHEEL.subtree):
+                dst.writestr(item, src.read(item))
+        info = zipfile.ZipInfo(name)
+        if mode is not None:
+            info.external_attr = mode << 16
+        dst.writestr(info, data)
+    return path
+
+
+def test_an_empty_path_component_cannot_write_outside_dest(cli, tmp_path, pinned_wheel):
+    """`SUBTREE` + `/ABS/PATH`: stripping the prefix leaves an absolute path; it is refused first."""
+    outside = tmp_path / "outside" / "pwned"
+    wheel = evil_wheel(pinned_wheel, tmp_path / "evil.whl", G1_WHEEL.subtree + str(outside))
+    assert str(outside).startswith("/") and "//" in G1_WHEEL.subtree + str(outside)
+    result = pull(cli, tmp_path, "--source", wheel)
+    assert result.code == 2 and "empty" in one_line(result.err)
+    assert not outside.exists() and not (tmp_path / "resources/g1").exists()
+    assert not list((tmp_path / "resources").glob(".staging-*"))
+
+
+def test_a_symlink_member_is_refused(cli, tmp_path, pinned_wheel):
+    wheel = evil_wheel(pinned_wheel, tmp_path / "link.whl", G1_WHEEL.subtree + "assets/link.STL", b"/etc/passwd",
+                       mode=0o120777)
+    result = pull(cli, tmp_path, "--source", wheel)
+    assert result.code == 2 and "symlink" in one_line(result.err)
+    assert not (tmp_path / "resources/g1").exists()
+
+
+def test_concurrent_pulls_into_one_dest_are_serialised(tmp_path, pinned_wheel):
+    """Two real processes pull into the same dest at once: both succeed, one after the other."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "soaklab", "assets", "pull", "--robot", "g1", "--dest", str(tmp_path / "resources"),
+           "--manifest", str(tmp_path / "manifest.json"), "--source", str(pinned_wheel)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert any("nothing changed" in out for out, _ in outputs)  # the second found the first's work
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert all(sha256_file(Path(f["path"])) == f["sha256"] for f in manifest["files"])
+    assert not list((tmp_path / "resources").glob(".staging-*"))
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "a/../../b", "C:/x", "a//etc/passwd", "a/./b", "a\\b", "x//y"])
 def test_safe_member_path_refuses_escapes(name):
     with pytest.raises(InvalidInput):
         safe_member_path(name, "a/")
+
+
+@pytest.mark.parametrize(("name", "expected"), [("a/x/y", "x/y"), ("b/x", None), ("a/d/", None), ("b/", None)])
+def test_safe_member_path_keeps_the_subtree_and_skips_folders(name, expected):
+    result = safe_member_path(name, "a/")
+    assert (None if result is None else result.as_posix()) == expected
 
 
 def test_unpinned_wheel_is_recorded_as_such(cli, tmp_path, pinned_wheel):

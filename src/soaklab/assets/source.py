@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.parser
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -88,32 +89,59 @@ def verify_wheel(path: Path, wheel: PinnedWheel) -> None:
 
 
 def safe_member_path(name: str, subtree: str) -> PurePosixPath | None:
-    """The path of `name` relative to `subtree`, or None when it lies outside it; refuse escapes."""
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or name.startswith("\\") or ":" in path.parts[0]:
-        raise InvalidInput(f"archive member {name!r}: absolute or parent-relative path refused")
-    if not name.startswith(subtree) or name.endswith("/"):
+    """The path of `name` relative to `subtree`, or None when it lies outside it (or is a folder).
+
+    Every component is checked on the raw name, before and after the subtree prefix: an absolute
+    name, an empty component (`a//b`: what follows it would join as an absolute path), `.`, `..`,
+    a backslash, a drive letter or a NUL is refused, whatever the prefix."""
+    folder = name.endswith("/")
+    parts = (name[:-1] if folder else name).split("/")
+    bad = (name.startswith("/") or "\\" in name or "\0" in name or ":" in parts[0]
+           or any(part in ("", ".", "..") for part in parts))
+    if bad:
+        raise InvalidInput(f"archive member {name!r}: absolute, empty, '.' or parent-relative path component refused")
+    if folder or not name.startswith(subtree):
         return None
     return PurePosixPath(name[len(subtree):])
 
 
+def _member_kind_refused(member: zipfile.ZipInfo) -> str | None:
+    """Why a member that is not a plain file (a symlink, device, fifo...) is refused, or None."""
+    mode = member.external_attr >> 16
+    if mode and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return "a symlink or special file"
+    return None
+
+
 def extract_subtree(wheel_path: Path, subtree: str, dest: Path) -> list[Path]:
-    """Extract only `subtree` of a wheel into `dest`; return the files written."""
+    """Extract only `subtree` of a wheel into `dest`; return the files written. Nothing is written
+    unless every member of the subtree is a plain file whose target lies inside `dest`."""
     written: list[Path] = []
+    root = dest.resolve()
     try:
         with zipfile.ZipFile(wheel_path) as zf:
             members = [(m, safe_member_path(m.filename, subtree)) for m in zf.infolist()]
             members = [(m, rel) for m, rel in members if rel is not None]
             if not any(rel.name == ROBOT_XML for _, rel in members):
                 raise InvalidInput(f"{wheel_path}: no {subtree}{ROBOT_XML} in this wheel")
+            targets = []
             for member, rel in members:
-                target = dest.joinpath(*rel.parts)
+                why = _member_kind_refused(member)
+                if why is not None:
+                    raise InvalidInput(f"archive member {member.filename!r}: {why} refused")
+                target = root.joinpath(*rel.parts)
+                if not target.resolve().is_relative_to(root):  # e.g. through a symlink already there
+                    raise InvalidInput(f"archive member {member.filename!r}: resolves outside {dest}")
+                targets.append((member, target))
+            for member, target in targets:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as src, open(target, "wb") as out:
+                with zf.open(member) as src, open(target, "xb") as out:
                     shutil.copyfileobj(src, out)
                 written.append(target)
     except zipfile.BadZipFile as exc:
         raise InvalidInput(f"{wheel_path}: not a wheel ({exc})") from None
+    except FileExistsError as exc:
+        raise InvalidInput(f"{wheel_path}: member {exc.filename} appears twice in the archive") from None
     return written
 
 
