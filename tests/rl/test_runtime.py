@@ -96,7 +96,7 @@ def test_collector_killed(start_train):
     assert shutdown["collector"]["signal"] == "SIGKILL"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_cancels_within_seconds(start_train, sig):
     run = start_train("algo.max_iterations=100000")
     run.wait_for_iteration(3)

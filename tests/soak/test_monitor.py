@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -77,6 +78,17 @@ def test_trainer_that_never_writes_ends_as_startup_timeout(start_soak):
     no_process_left(soak)
 
 
+def test_collector_that_never_becomes_ready_ends_as_startup_timeout(start_soak):
+    """The learner waiting for its collector writes no progress: start-up, not training, times out."""
+    run = start_soak(fault="hang_collector_ready@0", startup_timeout_seconds=8)
+    soak = finished(run)
+    assert soak["failure_classification"] == "timeout/startup"
+    assert soak["first_progress_s"] is None  # no sample saw progress.json while the collector hung
+    assert all(sample["progress"]["iteration"] is None for sample in soak["samples"])
+    assert soak["shutdown"]["terminated_by_monitor"]["signals_sent"][0] == "SIGTERM"
+    no_process_left(soak)
+
+
 def test_child_left_alive_is_a_resource_leak_naming_its_pid(start_soak):
     soak = finished(start_soak(fault="leak_child@3", iterations=150, sample_interval_seconds=0.1))
     assert soak["failure_classification"] == "resource_leak"
@@ -86,19 +98,46 @@ def test_child_left_alive_is_a_resource_leak_naming_its_pid(start_soak):
     assert not ProcessKey(residual[0]["pid"], residual[0]["create_time"]).alive()
 
 
-def test_sigterm_to_the_monitor_is_external_cancellation(start_soak):
-    run = start_soak(iterations=100000)
+def wait_for_training(run) -> None:
     deadline = time.monotonic() + 60
     while not (run.log_dir / "progress.json").is_file():
         assert time.monotonic() < deadline and run.proc.poll() is None, run.out()
         time.sleep(0.2)
     time.sleep(1.0)
-    run.proc.send_signal(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_the_monitor_is_external_cancellation(start_soak, sig):
+    run = start_soak(iterations=100000)
+    wait_for_training(run)
+    run.proc.send_signal(sig)
     soak = finished(run)
     assert soak["failure_classification"] == "external_cancellation"
-    assert soak["shutdown"]["terminated_by_monitor"]["signal"] == "SIGTERM"
+    assert soak["shutdown"]["terminated_by_monitor"]["signal"] == signal.Signals(sig).name
     assert soak["post_shutdown"]["residual_processes"] == []
     no_process_left(soak)
+
+
+def test_the_trainer_does_not_outlive_a_killed_monitor(start_soak):
+    """SIGKILL leaves the monitor no chance to clean up: the trainer, tied to it, gets SIGTERM,
+    shuts down as cancelled with its run summary, and leaves none of its segments behind."""
+    import psutil
+
+    from soaklab.rl.shm import leaked_segments
+
+    run = start_soak(iterations=100000)
+    wait_for_training(run)
+    trainer = next(p for p in psutil.Process(run.proc.pid).children() if "train" in p.cmdline())
+    collectors = trainer.children(recursive=True)
+    run.proc.kill()
+    run.proc.wait(timeout=30)
+    gone, alive = psutil.wait_procs([trainer, *collectors], timeout=60)
+    assert alive == [], f"outlived the monitor: {alive}"
+    summary = json.loads((run.log_dir / "run_summary.json").read_text())
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert shutdown["classification"] == "external_cancellation"
+    assert shutdown["exception"]["message"] == "SIGTERM"
+    assert [n for n in leaked_segments() if n.startswith(f"soaklab-{trainer.pid}-")] == []
 
 
 def test_run_shorter_than_the_minimum_fails(start_soak):

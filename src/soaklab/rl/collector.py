@@ -10,7 +10,6 @@ parent check in every wait).
 from __future__ import annotations
 
 import copy
-import ctypes
 import gc
 import os
 import signal
@@ -24,13 +23,12 @@ from typing import Any
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.lifetime import set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
-
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -48,15 +46,6 @@ class CollectorSpec:
     run_dir: str
 
 
-def set_parent_death_signal() -> None:
-    """Ask Linux to SIGKILL this process when the learner dies (no-op elsewhere)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any]:
     """Config of one inference group: its env count, and a seed offset so groups differ."""
     cfg = copy.deepcopy(config)
@@ -67,7 +56,7 @@ def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any
 
 def collector_main(spec: CollectorSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    set_parent_death_signal()
+    set_parent_death_signal(signal.SIGKILL, spec.parent_pid)
     torch.set_num_threads(spec.torch_threads)
     arrays = SharedArrays(spec.handles.specs, create=False)
     code = 0
@@ -194,6 +183,10 @@ class Collector:
             obs, critic = env.reset()
             prev.append((obs, critic))
             self.publish_obs(g, obs, torch.zeros(obs.shape[0], device=obs.device))
+        if self.spec.fault is not None and self.spec.fault.name == "hang_collector_ready":
+            while self.parent_alive() and not ctl[C.STOP]:  # never ready: start-up must be what times out
+                time.sleep(0.1)
+            raise Stopped()
         ctl[C.READY] = 1
         for step in range(self.spec.vector_steps):
             self.fault_hooks(step)

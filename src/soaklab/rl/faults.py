@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from soaklab.errors import InvalidInput
 
 FAULT_ENV = "SOAKLAB_FAULT"
-FAULTS = ("hang_startup", "hang_learner", "hang_collector", "kill_collector", "raise_learner", "leak_child")
+FAULTS = ("hang_startup", "hang_collector_ready", "hang_learner", "hang_collector", "kill_collector", "raise_learner",
+          "leak_child")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import torch
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.lifetime import CANCEL_SIGNALS
 from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, Layout, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
@@ -45,7 +46,7 @@ UPDATE_LAG_VECTORS = 1  # the first compile of the task terms can take minutes o
 
 
 class Cancelled(BaseException):
-    """SIGTERM or SIGINT reached the learner."""
+    """SIGTERM, SIGINT or SIGHUP reached the learner."""
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Learner:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        previous = {s: signal.signal(s, _cancel) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {s: signal.signal(s, _cancel) for s in CANCEL_SIGNALS}
         try:
             self._run()
             self.shutdown.classification = "normal_completion"
@@ -199,6 +200,9 @@ class Learner:
         return self.collector is not None and self.collector.is_alive()
 
     def _wait_ready(self) -> None:
+        """Wait for the collector's first observations. Nothing is written meanwhile: progress.json
+        appears only once the training loop can run, so a watcher tells start-up (no progress.json
+        yet) from training (progress.json rewritten by the loop)."""
         ctl = self.arrays["control"]
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ctl[C.READY]:
@@ -206,8 +210,8 @@ class Learner:
                 raise PeerDied("collector exited during startup")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"collector not ready after {READY_TIMEOUT_S:.0f}s")
-            self.logger.progress(0, 0)
             time.sleep(0.05)
+        self.logger.progress(0, 0, force=True)
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:

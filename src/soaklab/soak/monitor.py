@@ -24,6 +24,7 @@ import psutil
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.lifetime import CANCEL_SIGNALS, die_with_parent
 from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
@@ -197,15 +198,18 @@ class Monitor:
     def run(self) -> dict[str, Any]:
         request = self.request
         request.log_dir.mkdir(parents=True, exist_ok=True)
-        previous = {s: signal.signal(s, _raise_cancelled) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {s: signal.signal(s, _raise_cancelled) for s in CANCEL_SIGNALS}
         residual: list[dict[str, Any]] = []
         monitor_error: str | None = None
         try:
             with open(request.console_log, "wb") as console:
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
                 print(f"soak: $ {' '.join(self.command)}", flush=True)
+                # Its own session (the monitor ends its whole group), but tied to the monitor: if the
+                # monitor dies by any signal, SIGKILL included, the trainer gets SIGTERM and shuts down.
                 self.proc = subprocess.Popen(self.command, stdout=console, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+                                             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+                                             preexec_fn=die_with_parent(signal.SIGTERM))
             self.watch.started_at = time.monotonic()
             self._loop()
         except Cancelled as exc:
