@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,6 @@ class TrainRun:
 @pytest.fixture
 def start_train(tmp_path):
     runs: list[TrainRun] = []
-    before = set(leaked_segments())
 
     def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run") -> TrainRun:
         run_dir = tmp_path / name
@@ -80,8 +80,15 @@ def start_train(tmp_path):
         if run.proc.poll() is None:
             os.killpg(run.proc.pid, signal.SIGKILL)
             run.proc.wait()
-    leftover = set(leaked_segments()) - before
+    # Only this test's trainers: another soaklab run on the host may own segments meanwhile.
+    leftover = own_segments(run.proc.pid for run in runs)
     assert not leftover, f"shared memory left in /dev/shm: {leftover}"
+
+
+def own_segments(pids: Iterable[int]) -> list[str]:
+    """The /dev/shm segments named for these learner processes (`soaklab-<pid>-...`)."""
+    prefixes = tuple(f"soaklab-{pid}-" for pid in pids)
+    return [name for name in leaked_segments() if prefixes and name.startswith(prefixes)]
 
 
 def process_gone(pid: int | None) -> bool:

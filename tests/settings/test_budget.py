@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from soaklab.settings.budget import WORKSPACE_SLACK_MIN_BYTES
 from tests.conftest import one_line
@@ -60,3 +61,29 @@ def test_cuda_budget_uses_free_device_memory(cli, tmp_path):
     assert result.code == 2
     line = one_line(result.err)
     assert "cuda (cuda:0)" in line and "0.8 x free device memory" in line and "algo.replay_buffer_size" in line
+
+
+def test_shared_memory_counts_whole_pages_and_semaphores(cli, tmp_path):
+    """A /dev/shm with room for the bytes but not for the pages they take is refused, in units
+    that say how much (never "0.00 GiB")."""
+    from soaklab.settings.budget import SHM_PAGE_BYTES, human_bytes
+
+    out = tmp_path / "rc.json"
+    result = cli("config", "resolve", *RUN, "algo.replay_buffer_size=1000", "--out", out,
+                 host=json.dumps({"cuda_device_count": 0, "shm_free_bytes": 64 << 20}))
+    assert result.code == 0, result.err
+    pool = next(p for p in json.loads(out.read_text())["run"]["memory_budget"]["pools"]
+                if p["name"] == "shared_memory")
+    parts = json.loads(out.read_text())["run"]["memory_budget"]["parts_bytes"]
+    pages = -(-parts["replay_ingress"] // SHM_PAGE_BYTES) + -(-parts["inference_ring"] // SHM_PAGE_BYTES)
+    assert pool["required_bytes"] == (pages + 3 + 2 * 1 + 2) * SHM_PAGE_BYTES > parts["replay_ingress"] + \
+        parts["inference_ring"]
+    # Free space that holds the raw bytes (x 1.25 for the fill limit) but not the pages: refused.
+    tight = int((parts["replay_ingress"] + parts["inference_ring"]) / 0.8) + 1
+    result = cli("config", "resolve", *RUN, "algo.replay_buffer_size=1000", "--out",
+                 tmp_path / "tight.json", host=json.dumps({"cuda_device_count": 0, "shm_free_bytes": tight}))
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "/dev/shm" in line and "KiB" in line
+    assert not re.search(r"(?<![\d.])0\.00 ", line)
+    assert human_bytes(300) == "300 B" and human_bytes(3 << 20) == "3.00 MiB"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from soaklab.rl.shm import leaked_segments
-from tests.rl.conftest import FAST
+from tests.rl.conftest import FAST, own_segments
 
 # The monitor owns algo.num_envs; everything else of the fast runtime settings passes through.
 EXTRA = [o for o in FAST if not o.startswith("algo.num_envs=")]
@@ -41,7 +40,6 @@ class SoakRun:
 @pytest.fixture
 def start_soak(tmp_path):
     runs: list[SoakRun] = []
-    before = set(leaked_segments())
 
     def start(*flags: str, iterations: int = 30, fault: str | None = None, name: str = "soak",
               **budget: float) -> SoakRun:
@@ -66,4 +64,8 @@ def start_soak(tmp_path):
         if run.proc.poll() is None:
             run.proc.kill()
             run.proc.wait()
-    assert set(leaked_segments()) <= before, "a soak left /dev/shm segments behind"
+    # Only the processes these soaks ran (from their soak JSON): other runs on the host may own
+    # segments meanwhile.
+    pids = {p["pid"] for run in runs if run.output.is_file()
+            for sample in json.loads(run.output.read_text()).get("samples", []) for p in sample["processes"]}
+    assert own_segments(pids) == [], "a soak left /dev/shm segments behind"

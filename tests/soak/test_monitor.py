@@ -140,6 +140,29 @@ def test_the_trainer_does_not_outlive_a_killed_monitor(start_soak):
     assert [n for n in leaked_segments() if n.startswith(f"soaklab-{trainer.pid}-")] == []
 
 
+def test_a_killed_trainer_group_leaves_nothing_in_dev_shm(start_soak):
+    """SIGKILL to the trainer's whole group kills multiprocessing's resource tracker too, so its
+    segments and named semaphores stay linked: the monitor removes and reports each of them."""
+    import os
+    from pathlib import Path
+
+    import psutil
+
+    run = start_soak(iterations=100000)
+    wait_for_training(run)
+    trainer = next(p for p in psutil.Process(run.proc.pid).children() if "train" in p.cmdline())
+    os.killpg(trainer.pid, signal.SIGKILL)
+    soak = finished(run)
+    removed = soak["post_shutdown"]["shm_removed"]
+    names = [entry["name"] for entry in removed]
+    assert any(n.startswith(f"soaklab-{trainer.pid}-") for n in names), names
+    assert any(n.startswith("sem.mp-") for n in names), names
+    assert all(entry["removed"] and entry["error"] is None for entry in removed)
+    assert not any((Path("/dev/shm") / n).exists() for n in names)
+    assert soak["failure_classification"] in ("missing_run_summary", "invalid_run_summary")
+    no_process_left(soak)
+
+
 def test_run_shorter_than_the_minimum_fails(start_soak):
     soak = finished(start_soak(iterations=20, min_duration_seconds=600))
     assert soak["failure_classification"] == "min_duration_not_met"

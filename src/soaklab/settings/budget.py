@@ -9,6 +9,7 @@ naming the knobs that shrink the largest part.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +82,32 @@ class MemoryBudget:
         }
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
+def human_bytes(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1 (never "0.00 GiB")."""
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    return f"{n} B" if unit == "B" else f"{value:.2f} {unit}"
+
+
+# /dev/shm is a tmpfs: every segment takes whole pages, and every named semaphore is a file of one
+# page. The host-ring carrier creates one segment per data array and per bookkeeping array and
+# 2 x inference_slot_capacity + 2 semaphores (soaklab.rl.channels.make_channels).
+SHM_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+SHM_BOOKKEEPING_SEGMENTS = 3  # ingress row counts, control counters, metrics
+
+
+def _pages(n: int) -> int:
+    return -(-n // SHM_PAGE_BYTES) * SHM_PAGE_BYTES
+
+
+def shm_required_bytes(parts: dict[str, int], capacity: int) -> int:
+    """What the carrier's segments and semaphores take from /dev/shm, page rounding included."""
+    semaphores = 2 * capacity + 2
+    return (_pages(parts["replay_ingress"]) + _pages(parts["inference_ring"])
+            + (SHM_BOOKKEEPING_SEGMENTS + semaphores) * SHM_PAGE_BYTES)
 
 
 def compute_memory_budget(
@@ -116,7 +141,8 @@ def compute_memory_budget(
     else:
         host_parts = learner_parts
     if devices.carrier == "cpu":
-        pools.append(MemoryPool("shared_memory", "/dev/shm", carrier_parts, sum(parts[p] for p in carrier_parts),
+        pools.append(MemoryPool("shared_memory", "/dev/shm", carrier_parts,
+                                shm_required_bytes(parts, settings.inference_slot_capacity),
                                 int(DEVICE_FILL_LIMIT * host.shm_free_bytes), f"{DEVICE_FILL_LIMIT} x free /dev/shm"))
     if host_parts:
         pools.append(MemoryPool("host", "cpu" if devices.learner == "cpu" else devices.learner, host_parts,
@@ -137,9 +163,9 @@ def check_memory_budget(budget: MemoryBudget) -> None:
             continue
         largest = max(pool.parts, key=lambda p: budget.parts[p])
         knobs = PART_KNOBS[largest]
-        breakdown = ", ".join(f"{p} {_gib(budget.parts[p])}" for p in pool.parts)
+        breakdown = ", ".join(f"{p} {human_bytes(budget.parts[p])}" for p in pool.parts)
         raise BudgetError(
             knobs[0],
-            f"{knobs[0]}: memory budget refused: {pool.name} ({pool.device}) needs {_gib(pool.required_bytes)} "
-            f"({breakdown}) but {pool.limit_rule} is {_gib(pool.limit_bytes)}; lower {' or '.join(knobs)}",
+            f"{knobs[0]}: memory budget refused: {pool.name} ({pool.device}) needs {human_bytes(pool.required_bytes)} "
+            f"({breakdown}) but {pool.limit_rule} is {human_bytes(pool.limit_bytes)}; lower {' or '.join(knobs)}",
         )

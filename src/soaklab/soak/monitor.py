@@ -30,7 +30,7 @@ from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
 from soaklab.soak.criteria import failed, run_summary_checks
 from soaklab.soak.leak import leak_verdict
-from soaklab.soak.sampler import FD_CLASSES, ProcessKey, session_members, take_sample
+from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_members, take_sample
 from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_log_dir, owned_overrides
 
 SOAK_SCHEMA_VERSION = "0.3.0"
@@ -50,6 +50,8 @@ class Watch:
     last_change: float = 0.0
     last_fingerprint: tuple[Any, ...] | None = None
     first_progress_s: float | None = None
+    shm_seen: set[str] = field(default_factory=set)  # /dev/shm entries the trainer's processes used
+    shm_removed: list[dict[str, Any]] = field(default_factory=list)  # those still there at the end
     termination: dict[str, Any] | None = None  # why and how the monitor ended the trainer
 
 
@@ -100,7 +102,8 @@ class Monitor:
 
     def _sample(self) -> dict[str, Any]:
         assert self.proc is not None
-        sample = take_sample(self.proc.pid, self.request.log_dir, self._elapsed(), self.with_gpu)
+        sample = take_sample(self.proc.pid, self.request.log_dir, self._elapsed(), self.with_gpu,
+                             self.watch.shm_seen)
         w = self.watch
         for entry in sample["processes"]:
             w.seen.setdefault(ProcessKey(entry["pid"], entry["create_time"]), {"name": entry["name"]})
@@ -228,6 +231,9 @@ class Monitor:
         ended_s = self._elapsed()
         if self.proc is not None:
             residual = self._residual_processes()
+            # Whatever killed the trainer (a group SIGKILL also kills multiprocessing's resource
+            # tracker), nothing of it may stay in /dev/shm: every entry it used and left is removed here.
+            self.watch.shm_removed = remove_shm(self.watch.shm_seen)
         soak = self._soak_json(ended_s, residual, monitor_error)
         write_json_atomic(request.output, soak)
         if request.evidence_dir is not None:
@@ -264,7 +270,8 @@ class Monitor:
                 "classification": (summary or {}).get("runtime_manifest", {}).get("shutdown", {}).get(
                     "classification"),
             },
-            "post_shutdown": {"grace_seconds": self.budget.post_shutdown_grace, "residual_processes": residual},
+            "post_shutdown": {"grace_seconds": self.budget.post_shutdown_grace, "residual_processes": residual,
+                              "shm_removed": self.watch.shm_removed},
             "run_summary": summary,
         }
         errors = schema_errors("soak", soak)
@@ -300,6 +307,9 @@ class Monitor:
             return "shutdown_contract_violation", what
         if residual:
             return "resource_leak", f"processes alive after the grace period: {[p['pid'] for p in residual]}"
+        if self.watch.shm_removed:
+            names = [e["name"] for e in self.watch.shm_removed]
+            return "resource_leak", f"/dev/shm entries left by the trainer (removed by the monitor): {names}"
         if verdict["leak"]:
             return "resource_leak", f"sustained growth beyond its bound: {', '.join(verdict['leaking'])}"
         if duration_s < self.budget.min_duration:

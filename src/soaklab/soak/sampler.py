@@ -79,6 +79,53 @@ def session_members(sid: int) -> list[psutil.Process]:
     return members
 
 
+# /dev/shm names a soaklab trainer creates: its own segments, multiprocessing's named semaphores
+# (spawn keeps them linked until the resource tracker, a child of the trainer, unlinks them) and
+# shared_memory / torch defaults. Others (a CUDA MPS daemon's, say) are never touched.
+SHM_PREFIXES = ("soaklab-", "sem.mp-", "psm_", "torch_")
+
+
+def shm_names(pid: int) -> set[str]:
+    """The /dev/shm entries of ours that `pid` has mapped or open (semaphores are mapped, segments
+    may be either), read from /proc while the process lives."""
+    found: set[str] = set()
+    try:
+        with open(f"/proc/{pid}/maps", errors="replace") as maps:
+            for line in maps:
+                at = line.find("/dev/shm/")
+                if at >= 0:
+                    found.add(line[at + len("/dev/shm/"):].strip().removesuffix(" (deleted)"))
+    except OSError:  # gone, or not ours to read
+        pass
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(fd_dir / fd)
+            except OSError:
+                continue
+            if target.startswith("/dev/shm/"):
+                found.add(target.removeprefix("/dev/shm/").removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return {name for name in found if name.startswith(SHM_PREFIXES) and "/" not in name}
+
+
+def remove_shm(names: set[str]) -> list[dict[str, Any]]:
+    """Unlink each entry still present in /dev/shm; report every one found."""
+    removed = []
+    for name in sorted(names):
+        path = Path("/dev/shm") / name
+        if not path.exists():
+            continue
+        try:
+            path.unlink()
+            removed.append({"name": name, "removed": True, "error": None})
+        except OSError as exc:
+            removed.append({"name": name, "removed": False, "error": f"{type(exc).__name__}: {exc}"})
+    return removed
+
+
 def run_dir_progress(run_dir: Path) -> dict[str, Any]:
     """Files, bytes and the newest mtime of the trainer's own files (the console log excluded)."""
     files, size, newest = 0, 0, None
@@ -101,7 +148,9 @@ def run_dir_progress(run_dir: Path) -> dict[str, Any]:
     return {"files": files, "bytes": size, "newest_mtime": newest, "iteration": iteration, "env_steps": env_steps}
 
 
-def take_sample(root_pid: int, run_dir: Path, elapsed_s: float, with_gpu: bool) -> dict[str, Any]:
+def take_sample(root_pid: int, run_dir: Path, elapsed_s: float, with_gpu: bool,
+                shm_seen: set[str] | None = None) -> dict[str, Any]:
+    """One sample of the trainer's tree; `shm_seen` collects the /dev/shm entries its processes use."""
     procs, rss = [], 0
     fds = dict.fromkeys(FD_CLASSES, 0)
     gpu_used = gpu.memory_by_pid() if with_gpu else None
@@ -115,6 +164,8 @@ def take_sample(root_pid: int, run_dir: Path, elapsed_s: float, with_gpu: bool) 
             continue
         for cls, n in count_fds(proc.pid).items():
             fds[cls] += n
+        if shm_seen is not None:
+            shm_seen |= shm_names(proc.pid)
         if gpu_used is not None:
             entry["gpu_memory_bytes"] = gpu_used.get(proc.pid, 0)
             gpu_bytes += entry["gpu_memory_bytes"]
