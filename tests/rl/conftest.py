@@ -61,8 +61,9 @@ class TrainRun:
 def start_train(tmp_path):
     runs: list[TrainRun] = []
 
-    def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run") -> TrainRun:
-        run_dir = tmp_path / name
+    def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run",
+              run_dir: Path | None = None) -> TrainRun:
+        run_dir = run_dir or tmp_path / name
         env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1")
         env.pop("SOAKLAB_FAULT", None)
         if fault:

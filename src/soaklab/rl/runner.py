@@ -109,6 +109,7 @@ class Learner:
         self.final_fps = 0.0
         self.backend_diagnostics: dict[str, Any] | None = None
         self.learner_diagnostics: dict[str, Any] | None = None
+        self.summary_error: str | None = None  # why run_summary.json could not be written, if it could not
         self.transport: HostRing | CudaRing | None = None
         self.cuda_process_sharing: dict[str, Any] | None = None
         self.device_log: DeviceLog | None = None
@@ -350,8 +351,12 @@ class Learner:
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"iteration": self.iteration, "env_steps": self.env_steps, "agent": self.agent.state_dict()}
         tmp = path.with_suffix(".pt.tmp")
-        torch.save(payload, tmp)
-        tmp.replace(path)
+        try:
+            torch.save(payload, tmp)
+            tmp.replace(path)
+        except BaseException:  # a full disk leaves no partial checkpoint behind
+            tmp.unlink(missing_ok=True)
+            raise
 
     # -- shutdown ----------------------------------------------------------------------------------
     def _step(self, what: str, fn: Any) -> Any:
@@ -422,7 +427,11 @@ class Learner:
         summary = build_summary(self, counters)
         self._step("validate run summary", lambda: validate_summary(summary))
         summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)
-        write_json_atomic(self.run_dir / "run_summary.json", summary)
+        try:
+            write_json_atomic(self.run_dir / "run_summary.json", summary)
+        except OSError as exc:  # e.g. a full disk: say so in one line; the caller still gets the summary
+            self.summary_error = f"cannot write {self.run_dir / 'run_summary.json'}: {exc.strerror or exc}"
+            print(f"train: error: {self.summary_error}", file=sys.stderr, flush=True)
         return summary
 
     def _learner_diagnostics(self) -> dict[str, Any]:

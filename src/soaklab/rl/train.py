@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -112,6 +114,13 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     return run_dir, record
 
 
+def _thread_error_line(args: threading.ExceptHookArgs) -> None:
+    """A helper thread's failure (TensorBoard's event writer on a full disk, say) in one line: the
+    training thread notices it on its own and fails the run; a traceback would only bury that line."""
+    name = args.thread.name if args.thread is not None else "thread"
+    print(f"train: error: {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
+
+
 def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
@@ -125,5 +134,10 @@ def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
           f"{resolved.settings.num_envs} envs x {resolved.composed.config['algo']['max_iterations']} iterations "
           f"-> {run_dir}", flush=True)
-    summary = Learner(resolved, run_dir).run()
+    threading.excepthook = _thread_error_line
+    learner = Learner(resolved, run_dir)
+    summary = learner.run()
+    if learner.summary_error is not None:
+        summary["status"] = "failed"  # what the caller reports; the file itself could not be written
+        summary["failure_reason"] = summary["failure_reason"] or learner.summary_error
     return run_dir, summary
