@@ -163,3 +163,13 @@ def test_update_round_trains_on_the_vectors_before_its_own(start_train):
     graph = run.manifest["learner_diagnostics"]["cuda_graph"]
     assert graph["requested"] is False and graph["enabled"] is False and "cpu" in graph["disable_reason"]
     assert_invariants(run.manifest, 24, 8, 8)
+
+
+def test_a_dangling_symlink_log_dir_is_refused_in_one_line(start_train, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    run = start_train("algo.max_iterations=5", run_dir=link)
+    assert run.wait() == 2
+    lines = [line for line in run.output().splitlines() if line.strip()]
+    assert len(lines) == 1 and "a dangling symbolic link" in lines[0], lines
+    assert not (tmp_path / "nowhere").exists()

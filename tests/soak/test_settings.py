@@ -46,3 +46,69 @@ def test_a_log_dir_in_use_is_refused(cli, run_config, tmp_path):
 def test_algo_task_sim_go_together(cli, tmp_path):
     result = cli("soak", "--algo", "sac", *BUDGET, "--log-dir", tmp_path / "run", "--output", tmp_path / "s.json")
     assert result.code == 2 and "--algo, --task and --sim must be given together" in one_line(result.err)
+
+
+def _paths(tmp_path):
+    """A file, a directory and a dangling link to aim the outputs at."""
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("log_dir", "output", "evidence", "words"), [
+    ("run", "a_dir", None, "--output {t}/a_dir: is a directory"),
+    ("run", "a_file/soak.json", None, "--output {t}/a_file/soak.json: {t}/a_file is a file"),
+    ("run", "dangling", None, "--output {t}/dangling: a dangling symbolic link"),
+    ("run", "run/soak.json", None, "inside --log-dir"),
+    ("dangling", "soak.json", None, "--log-dir {t}/dangling: a dangling symbolic link"),
+    ("a_file", "soak.json", None, "--log-dir {t}/a_file: is a file"),
+    ("run", "soak.json", "run", "--evidence-dir {t}/run: overlaps --log-dir"),
+    ("run", "soak.json", "run/evidence", "overlaps --log-dir"),
+    ("run", "evidence/soak.json", "evidence", "inside --evidence-dir"),
+    ("run", "soak.json", "a_file", "--evidence-dir {t}/a_file: is a file"),
+])
+def test_bad_output_paths_are_refused_before_anything_runs(cli, run_config, tmp_path, log_dir, output, evidence,
+                                                           words):
+    t = _paths(tmp_path)
+    before = sorted(p.name for p in t.rglob("*"))
+    flags = ["--log-dir", t / log_dir, "--output", t / output]
+    if evidence is not None:
+        flags += ["--evidence-dir", t / evidence]
+    result = cli("soak", "--run-config", run_config, *BUDGET, *flags)
+    assert result.code == 2
+    assert words.format(t=t) in one_line(result.err)
+    assert sorted(p.name for p in t.rglob("*")) == before  # nothing created
+
+
+def test_an_output_on_a_full_disk_is_refused_before_the_soak(cli, run_config, tmp_path):
+    import os
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        result = cli("soak", "--run-config", run_config, *BUDGET, "--log-dir", tmp_path / "run",
+                     "--output", disk / "soak.json")
+        assert result.code == 2
+        assert "--output" in one_line(result.err) and "KiB free" in one_line(result.err)
+        assert not (tmp_path / "run").exists() and list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.parametrize("name", ["null", "run #3", "a: b"])
+def test_the_log_dir_is_data_never_yaml(name, tmp_path):
+    from soaklab.config.overrides import parse_overrides
+    from soaklab.soak.settings import owned_overrides
+
+    class Request:
+        log_dir = tmp_path / name
+        num_envs = iterations = None
+
+    override = parse_overrides(owned_overrides(Request()))[0]  # type: ignore[arg-type]
+    assert override.key == "training.log_dir" and override.value == str(tmp_path / name)

@@ -16,7 +16,7 @@ from soaklab.config.run_config import ResolvedRun, resolve_run_config
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.settings.devices import HOST_CAPABILITIES_ENV, allow_cpu_carrier_from_env, probe_host
-from soaklab.soak.settings import CONSOLE_LOG
+from soaklab.soak.settings import CONSOLE_LOG, check_path_shape
 
 if TYPE_CHECKING:
     from soaklab.mps.client import MpsSelection
@@ -104,6 +104,7 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     configured = resolved.composed.config["training"]["log_dir"]
     c = resolved.composed
     run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim)
+    check_path_shape("training.log_dir", run_dir, want_dir=True)
     # The soak monitor's console log is the one file allowed to be there first.
     if run_dir.exists() and (not run_dir.is_dir() or any(p.name != CONSOLE_LOG for p in run_dir.iterdir())):
         raise InvalidInput(f"training.log_dir={run_dir}: exists and is not empty; choose a new directory")

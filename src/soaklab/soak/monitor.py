@@ -31,7 +31,7 @@ from soaklab.soak.context import soak_context
 from soaklab.soak.criteria import failed, run_summary_checks
 from soaklab.soak.leak import leak_verdict
 from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_members, take_sample
-from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_log_dir, owned_overrides
+from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_outputs, owned_overrides
 
 SOAK_SCHEMA_VERSION = "0.3.0"
 TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
@@ -64,7 +64,7 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
     from soaklab.rl.train import read_run_config, resolve_training
 
     check_extra_overrides(list(request.extra_overrides))
-    check_log_dir(request.log_dir)
+    check_outputs(request)
     if request.run_config is not None:
         algo_cfg = read_run_config(request.run_config)["config"]["algo"]
         for flag, key, value in (("--num-envs", "num_envs", request.num_envs),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,15 +78,73 @@ def check_extra_overrides(items: list[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
-def check_log_dir(log_dir: Path) -> None:
+def check_log_dir(log_dir: Path, flag: str = "--log-dir") -> None:
     """New or empty: the monitor reads file changes in it as the trainer's liveness."""
-    if log_dir.exists() and (not log_dir.is_dir() or any(log_dir.iterdir())):
-        raise InvalidInput(f"--log-dir {log_dir}: exists and is not empty; choose a new directory")
+    check_path_shape(flag, log_dir, want_dir=True)
+    if log_dir.exists() and any(log_dir.iterdir()):
+        raise InvalidInput(f"{flag} {log_dir}: exists and is not empty; choose a new directory")
+
+
+def check_path_shape(flag: str, path: Path, want_dir: bool) -> None:
+    """A path that can become what it is meant to be: no dangling link, no file under a file, a
+    directory where a directory is expected and a file where a file is."""
+    if path.is_symlink() and not path.exists():
+        raise InvalidInput(f"{flag} {path}: a dangling symbolic link; remove it or choose another path")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise InvalidInput(f"{flag} {path}: {parent} is a file, not a directory")
+    if path.exists() and path.is_dir() != want_dir:
+        kind = "a directory" if path.is_dir() else "a file"
+        raise InvalidInput(f"{flag} {path}: is {kind}; expected {'a directory' if want_dir else 'a file path'}")
+
+
+# The soak JSON, the console log copy and the run's records need little, but a soak must not run for
+# half an hour and then fail to write them: this much must be free where they go.
+MIN_EVIDENCE_FREE_BYTES = 16 << 20
+
+
+def _free_bytes(path: Path) -> int:
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    return shutil.disk_usage(probe).free
+
+
+def _inside(a: Path, b: Path) -> bool:
+    """a is b or lies under it (paths resolved, links followed)."""
+    a, b = a.resolve(), b.resolve()
+    return a == b or a.is_relative_to(b)
+
+
+def check_outputs(request: SoakRequest) -> None:
+    """Every output checked before anything is spawned: shapes, overlaps and free space."""
+    check_log_dir(request.log_dir)
+    check_path_shape("--output", request.output, want_dir=False)
+    if _inside(request.output, request.log_dir):
+        raise InvalidInput(f"--output {request.output}: inside --log-dir {request.log_dir} (the trainer's run dir); "
+                           "write the soak JSON elsewhere")
+    if request.run_config is not None and request.output.resolve() == request.run_config.resolve():
+        raise InvalidInput(f"--output {request.output}: is the --run-config input; choose another path")
+    places = [("--output", request.output.parent)]
+    if request.evidence_dir is not None:
+        ev = request.evidence_dir
+        check_path_shape("--evidence-dir", ev, want_dir=True)
+        if _inside(ev, request.log_dir) or _inside(request.log_dir, ev):
+            raise InvalidInput(f"--evidence-dir {ev}: overlaps --log-dir {request.log_dir}; the evidence is a copy "
+                               "of the run's records and must live apart from them")
+        if _inside(request.output, ev):
+            raise InvalidInput(f"--output {request.output}: inside --evidence-dir {ev}; the evidence copy would "
+                               "overwrite it")
+        places.append(("--evidence-dir", ev))
+    for flag, place in places:
+        free = _free_bytes(place)
+        if free < MIN_EVIDENCE_FREE_BYTES:
+            raise InvalidInput(f"{flag} {place}: only {free >> 10} KiB free; a soak needs at least "
+                               f"{MIN_EVIDENCE_FREE_BYTES >> 20} MiB there for its JSON and evidence")
 
 
 def owned_overrides(request: SoakRequest) -> list[str]:
     """The overrides the monitor itself hands the trainer."""
-    owned = [f"training.log_dir={request.log_dir}"]
+    # Quoted: the path is data, never parsed as YAML (`null`, `run #3`, `a: b` stay paths).
+    owned = [f"training.log_dir={json.dumps(str(request.log_dir))}"]
     if request.num_envs is not None:
         owned.append(f"algo.num_envs={request.num_envs}")
     if request.iterations is not None:
