@@ -173,3 +173,21 @@ def test_a_dangling_symlink_log_dir_is_refused_in_one_line(start_train, tmp_path
     lines = [line for line in run.output().splitlines() if line.strip()]
     assert len(lines) == 1 and "a dangling symbolic link" in lines[0], lines
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_run_dir_claimed_by_another_process_is_refused(start_train, tmp_path):
+    """The claim is an exclusive lock: a second trainer on the same dir cannot start, however close
+    in time its emptiness check ran."""
+    import fcntl
+
+    from soaklab.rl.train import RUN_DIR_LOCK
+
+    run_dir = tmp_path / "claimed"
+    run_dir.mkdir()
+    with open(run_dir / RUN_DIR_LOCK, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running trainer holds it
+        run = start_train("algo.max_iterations=5", run_dir=run_dir)
+        assert run.wait() == 2
+        lines = [line for line in run.output().splitlines() if line.strip() and "devices:" not in line]
+    assert len(lines) == 1 and "in use by another soaklab process" in lines[0], lines
+    assert sorted(p.name for p in run_dir.iterdir()) == [RUN_DIR_LOCK]  # nothing written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -99,6 +100,23 @@ def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs")) -> P
     return root / f"{algo}-{task}-{sim}-{n}"
 
 
+RUN_DIR_LOCK = ".soaklab.lock"
+_claims: list[Any] = []  # open lock files: a claim lasts as long as this process
+
+
+def claim_run_dir(run_dir: Path) -> None:
+    """An exclusive lock on RUN_DIR/.soaklab.lock for this process's lifetime: two trainers (or two
+    soaks) aimed at one dir cannot both start, however close together they check it."""
+    handle = open(run_dir / RUN_DIR_LOCK, "a")  # noqa: SIM115 - held open on purpose
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise InvalidInput(f"training.log_dir={run_dir}: in use by another soaklab process; "
+                           "choose a new directory") from None
+    _claims.append(handle)
+
+
 def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     """The run dir must be new or empty: the monitor reads file changes in it as liveness."""
     configured = resolved.composed.config["training"]["log_dir"]
@@ -106,9 +124,10 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
     run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim)
     check_path_shape("training.log_dir", run_dir, want_dir=True)
     # The soak monitor's console log is the one file allowed to be there first.
-    if run_dir.exists() and (not run_dir.is_dir() or any(p.name != CONSOLE_LOG for p in run_dir.iterdir())):
+    if run_dir.exists() and any(p.name not in (CONSOLE_LOG, RUN_DIR_LOCK) for p in run_dir.iterdir()):
         raise InvalidInput(f"training.log_dir={run_dir}: exists and is not empty; choose a new directory")
     run_dir.mkdir(parents=True, exist_ok=True)
+    claim_run_dir(run_dir)
     record = resolved.record()
     record["config"]["training"]["log_dir"] = str(run_dir)
     write_json_atomic(run_dir / "run_config.json", record)

@@ -201,11 +201,17 @@ class Monitor:
     def run(self) -> dict[str, Any]:
         request = self.request
         request.log_dir.mkdir(parents=True, exist_ok=True)
+        # The claim on the log dir: its console log, created exclusively. A second soak aimed at the
+        # same dir (however close in time its checks ran) stops here, before touching anything.
+        try:
+            console = open(request.console_log, "xb")  # noqa: SIM115 - closed once the trainer is spawned
+        except FileExistsError:
+            raise InvalidInput(f"--log-dir {request.log_dir}: in use by another soak; choose a new directory") from None
         previous = {s: signal.signal(s, _raise_cancelled) for s in CANCEL_SIGNALS}
         residual: list[dict[str, Any]] = []
         monitor_error: str | None = None
         try:
-            with open(request.console_log, "wb") as console:
+            with console:
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
                 print(f"soak: $ {' '.join(self.command)}", flush=True)
                 # Its own session (the monitor ends its whole group), but tied to the monitor: if the
