@@ -110,3 +110,23 @@ def test_bad_input_fails_closed(cli, copy, tmp_path, mutate, words):
     assert result.code == 2
     assert words in one_line(result.err)
     assert not out.exists()
+
+
+def test_metrics_of_another_run_dir_fail_by_full_path(cli, copy, tmp_path):
+    """Every DAG run dir is called `train`: the copy's metrics.json still names the original run
+    dir, whose basename matches; the resolved paths do not."""
+    out = tmp_path / "v.json"
+    result = validate(cli, copy, out)
+    assert result.code == 1
+    bad = {c["name"]: c for c in json.loads(out.read_text())["checks"] if not c["passed"]}
+    assert set(bad) == {"metrics read this run dir"}
+    assert bad["metrics read this run dir"]["expected"] == str((copy / "run").resolve())
+
+
+def test_an_edited_run_config_fails_its_recomputed_hash(cli, copy, tmp_path):
+    edit(copy / "run" / "run_config.json", lambda r: r["config"]["algo"].update(seed=99))
+    out = tmp_path / "v.json"
+    result = validate(cli, copy, out, )
+    assert result.code == 1
+    bad = {c["name"] for c in json.loads(out.read_text())["checks"] if not c["passed"]}
+    assert "config hash: recomputed from run_config.json's config" in bad

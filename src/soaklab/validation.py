@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from soaklab.config.run_config import config_hash
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.metrics.extract import REQUIRED_TAGS
@@ -30,6 +31,8 @@ def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config
     """The artifacts must describe one and the same run."""
     return [
         Check("soak JSON embeds this run dir's run_summary.json", True, soak["run_summary"] == summary),
+        Check("config hash: recomputed from run_config.json's config", run_config["config_hash"],
+              config_hash(run_config["config"])),
         Check("config hash: run_summary.json = run_config.json", run_config["config_hash"], summary["config_hash"]),
         Check("config hash: soak context = run_config.json", run_config["config_hash"],
               soak["context"]["config_hash"]),
@@ -39,7 +42,10 @@ def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config
 
 def metrics_checks(metrics: dict[str, Any], run_dir: Path) -> list[Check]:
     return [
-        Check("metrics read this run dir", run_dir.resolve().name, Path(metrics["run_dir"]).resolve().name),
+        # Full resolved paths: every DAG run dir is called `train`, so a name would match any run.
+        Check("metrics read this run dir", str(run_dir.resolve()), str(Path(metrics["run_dir"]).resolve())),
+        Check("metrics: read this run dir's own event file",
+              sorted(p.name for p in run_dir.glob("events.out.tfevents.*")), [metrics["event_file"]]),
         Check("metrics: metric_schema_version", 1, metrics["metric_schema_version"]),
         Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]),
         Check("metrics: non-finite windows", [], metrics["non_finite"]),

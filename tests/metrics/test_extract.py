@@ -116,3 +116,21 @@ def test_legacy_tags_in_a_v1_run_fail_closed(cli, tmp_path):
 def test_missing_run_dir_fails_closed(cli, tmp_path):
     result = cli("metrics", tmp_path / "nope", "--out", tmp_path / "m.json")
     assert result.code == 2 and "not a run directory" in one_line(result.err)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_event_file_fails_naming_file_and_offset(cli, full_run, tmp_path, damage):
+    path = next(full_run.glob("events.out.tfevents.*"))
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[:-7]  # a record cut short, as a killed writer leaves it
+    else:
+        data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle
+    path.write_bytes(bytes(data))
+    out = tmp_path / "m.json"
+    result = cli("metrics", full_run, "--out", out)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert str(path) in line and "byte offset" in line
+    assert ("truncated" if damage == "truncate" else "corrupted") in line
+    assert not out.exists()

@@ -191,3 +191,17 @@ def test_a_run_dir_claimed_by_another_process_is_refused(start_train, tmp_path):
         lines = [line for line in run.output().splitlines() if line.strip() and "devices:" not in line]
     assert len(lines) == 1 and "in use by another soaklab process" in lines[0], lines
     assert sorted(p.name for p in run_dir.iterdir()) == [RUN_DIR_LOCK]  # nothing written
+
+
+def test_a_run_config_edited_after_resolution_is_refused(cli, tmp_path):
+    import json
+
+    path = tmp_path / "rc.json"
+    assert cli("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco",
+               "--out", path).code == 0
+    record = json.loads(path.read_text())
+    record["config"]["algo"]["batch_size"] = 7  # ignored by re-resolution, so refused outright
+    path.write_text(json.dumps(record))
+    result = cli("train", "--run-config", path)
+    assert result.code == 2
+    assert "no longer matches its config_hash" in one_line(result.err)

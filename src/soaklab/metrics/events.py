@@ -9,6 +9,7 @@ perf/*, timing/* tags) are read only when asked with --legacy-unversioned.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +53,32 @@ def event_file(run_dir: Path) -> Path:
         names = ", ".join(p.name for p in found)
         raise InvalidInput(f"{run_dir}: {len(found)} event files ({names}); a run writes exactly one")
     return found[0]
+
+
+def verify_records(path: Path) -> int:
+    """Walk the event file's record framing (u64 length, its masked CRC-32C, the data, its masked
+    CRC-32C) and return the record count. TensorBoard's reader stops quietly at a bad or cut record,
+    which would pass a damaged file off as a shorter run: here it fails, naming the byte offset."""
+    from tensorboard.summary.writer.record_writer import masked_crc32c
+
+    data = path.read_bytes()
+    offset = count = 0
+    while offset < len(data):
+        header = data[offset:offset + 12]
+        if len(header) < 12:
+            raise InvalidInput(f"{path}: truncated event record header at byte offset {offset}")
+        length = struct.unpack("<Q", header[:8])[0]
+        if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
+            raise InvalidInput(f"{path}: corrupted event record length at byte offset {offset}")
+        end = offset + 12 + length + 4
+        if end > len(data):
+            raise InvalidInput(f"{path}: truncated event record at byte offset {offset} "
+                               f"({length} bytes announced, {len(data) - offset - 16} present)")
+        body = data[offset + 12:offset + 12 + length]
+        if struct.unpack("<I", data[end - 4:end])[0] != masked_crc32c(body):
+            raise InvalidInput(f"{path}: corrupted event record data at byte offset {offset}")
+        offset, count = end, count + 1
+    return count
 
 
 def read_scalars(path: Path) -> pd.DataFrame:

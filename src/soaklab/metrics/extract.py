@@ -11,7 +11,7 @@ import pandas as pd
 
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.metrics.events import check_tags, event_file, metric_schema, read_scalars
+from soaklab.metrics.events import check_tags, event_file, metric_schema, read_scalars, verify_records
 from soaklab.schemas import validate_artifact
 
 METRICS_SCHEMA_VERSION = 1
@@ -67,6 +67,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         raise InvalidInput(f"{run_dir}: not a run directory")
     schema = metric_schema(run_dir, legacy)
     path = event_file(run_dir)
+    verify_records(path)
     frame = read_scalars(path)
     check_tags(frame, schema, path)
     values, non_finite = windows(frame, last)

@@ -27,9 +27,16 @@ TASKS_WITHOUT_ASSETS = ("cartpole_swingup",)
 
 
 def read_run_config(path: Path) -> dict[str, Any]:
+    """A run_config.json whose config still matches its config_hash (an edited config block would
+    otherwise be ignored: training re-resolves from the overrides)."""
+    from soaklab.config.run_config import config_hash
     from soaklab.schemas import load_artifact
 
-    return load_artifact("run_config", path, "resolve it again with `soaklab config resolve`")
+    record = load_artifact("run_config", path, "resolve it again with `soaklab config resolve`")
+    if config_hash(record["config"]) != record["config_hash"]:
+        raise InvalidInput(f"{path}: its config no longer matches its config_hash (edited after resolution?); "
+                           "resolve it again with `soaklab config resolve`")
+    return record
 
 
 def as_overrides(values: dict[str, Any]) -> list[str]:
@@ -128,8 +135,9 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
         raise InvalidInput(f"training.log_dir={run_dir}: exists and is not empty; choose a new directory")
     run_dir.mkdir(parents=True, exist_ok=True)
     claim_run_dir(run_dir)
+    # The run dir is part of the config its hash covers (here and in the run summary).
+    resolved.composed.config["training"]["log_dir"] = str(run_dir)
     record = resolved.record()
-    record["config"]["training"]["log_dir"] = str(run_dir)
     write_json_atomic(run_dir / "run_config.json", record)
     return run_dir, record
 
