@@ -15,6 +15,9 @@ min_version("9.0")
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
+include: "workflow/rules/config_checks.smk"
+
+
 validate(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 
 

@@ -158,6 +158,12 @@ def test_invalid_override_fails_the_dag_with_a_clear_log(project, tmp_path):
     ({"soak_runs": ["nope"]}, "soak_runs: 'nope' is not defined"),
     ({"runs": {"cpu": {"overrides": {"training.log_dir": "x"}}}}, "runs.cpu.overrides.training.log_dir"),
     ({"runs": {"cpu": {"algo": "ppo"}}}, "ppo"),
+    ({"runs": {"cpu": {"soak": {"min_duration_seconds": float("inf")}}}},
+     "runs.cpu.soak.min_duration_seconds is not a finite number"),
+    ({"runs": {"cpu": {"overrides": {"algo.gamma": float("nan")}}}}, "runs.cpu.overrides.algo.gamma is not a finite"),
+    ({"runs": {"cpu": {"soak": {"sample_interval_seconds": 36000}}}}, "36000 is greater than the maximum of 3600"),
+    # safe_dump writes a repeated object once and aliases it: a small file that expands enormously.
+    ({"runs": {"cpu": {"overrides": {"x": [[[[[1] * 10] * 10] * 10] * 10] * 10}}}}, "a YAML alias chain"),
 ])
 def test_invalid_workflow_config_is_refused_at_load(project, tmp_path, overlay, words):
     path = tmp_path / "overlay.yaml"
