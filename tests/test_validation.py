@@ -130,3 +130,30 @@ def test_an_edited_run_config_fails_its_recomputed_hash(cli, copy, tmp_path):
     assert result.code == 1
     bad = {c["name"] for c in json.loads(out.read_text())["checks"] if not c["passed"]}
     assert "config hash: recomputed from run_config.json's config" in bad
+
+
+def test_an_event_file_of_another_run_fails_its_identity(cli, copy, tmp_path):
+    """Swap in an event file that names another run: every path and name check passes, the
+    identity the trainer wrote into the file does not."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from soaklab.metrics.events import read_scalars
+    from soaklab.metrics.tags import IDENTITY_TAG
+
+    run = copy / "run"
+    original = next(run.glob("events.out.tfevents.*"))
+    foreign = tmp_path / "foreign"
+    writer = SummaryWriter(log_dir=str(foreign))
+    writer.add_text(IDENTITY_TAG, json.dumps({"config_hash": "sha256:" + "1" * 64, "run_dir": "elsewhere"}), 0)
+    for row in read_scalars(original).itertuples():  # the same numbers: only the identity differs
+        writer.add_scalar(row.tag, row.value, row.step)
+    writer.close()
+    shutil.copyfile(next(foreign.glob("events.out.tfevents.*")), original)  # same name, other content
+    metrics = cli("metrics", run, "--out", copy / "metrics.json")
+    assert metrics.code == 0, metrics.err
+    out = tmp_path / "v.json"
+    result = validate(cli, copy, out)
+    assert result.code == 1
+    bad = {c["name"] for c in json.loads(out.read_text())["checks"] if not c["passed"]}
+    assert "metrics: the event file names this run's config hash" in bad
+    assert "metrics read this run dir" not in bad  # the metrics were extracted from this copy's run dir

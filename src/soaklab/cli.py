@@ -138,7 +138,11 @@ def cmd_soak(args: argparse.Namespace) -> int:
                           extra_overrides=tuple(args.extra_override), budget=budget, log_dir=args.log_dir,
                           output=args.output, evidence_dir=args.evidence_dir)
     resolved = resolve_request(request)
-    soak = Monitor(request, resolved, args.argv).run()
+    monitor = Monitor(request, resolved, args.argv)
+    soak = monitor.run()
+    if monitor.write_errors:  # the verdict exists only in this process: the run cannot count as passed
+        print(f"soak: failed: {soak['status']} but not recorded ({monitor.write_errors[0]})", file=sys.stderr)
+        return 1
     if soak["status"] == "passed":
         print(f"soak: passed in {soak['duration_s']:.0f}s; {args.output}")
         return 0

@@ -40,8 +40,11 @@ def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config
     ]
 
 
-def metrics_checks(metrics: dict[str, Any], run_dir: Path) -> list[Check]:
+def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str, Any]) -> list[Check]:
+    identity = metrics.get("run_identity") or {}
     return [
+        Check("metrics: the event file names this run's config hash", run_config["config_hash"],
+              identity.get("config_hash")),
         # Full resolved paths: every DAG run dir is called `train`, so a name would match any run.
         Check("metrics read this run dir", str(run_dir.resolve()), str(Path(metrics["run_dir"]).resolve())),
         Check("metrics: read this run dir's own event file",
@@ -68,7 +71,7 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
     checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
     checks += consistency_checks(soak, summary, run_config, run_dir)
     if metrics is not None:
-        checks += metrics_checks(metrics, run_dir)
+        checks += metrics_checks(metrics, run_dir, run_config)
     passed = sum(c.passed for c in checks)
     report = {"schema_version": VALIDATION_SCHEMA_VERSION, "status": "passed" if passed == len(checks) else "failed",
               "artifacts": artifacts, "passed": passed, "failed": len(checks) - passed,

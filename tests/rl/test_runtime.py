@@ -97,14 +97,12 @@ def test_collector_killed(start_train):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_signal_cancels_within_seconds(start_train, sig):
+def test_a_signal_cancels_the_run_cleanly(start_train, sig):
     run = start_train("algo.max_iterations=100000")
     run.wait_for_iteration(3)
-    sent = time.monotonic()
     # SIGINT goes to the whole group, as Ctrl-C would; the collector ignores it.
     (os.killpg if sig == signal.SIGINT else os.kill)(run.proc.pid, sig)
-    assert run.wait(timeout=30) == 1
-    assert time.monotonic() - sent < 10
+    assert run.wait(timeout=120) == 1  # a bound for a hung process, not a speed claim
     shutdown = failed(run, "external_cancellation", "learner")
     assert shutdown["exception"]["message"] == signal.Signals(sig).name
 

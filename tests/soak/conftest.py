@@ -42,13 +42,13 @@ def start_soak(tmp_path):
     runs: list[SoakRun] = []
 
     def start(*flags: str, iterations: int = 30, fault: str | None = None, name: str = "soak",
-              **budget: float) -> SoakRun:
+              output: Path | None = None, **budget: float) -> SoakRun:
         env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1")
         env.pop("SOAKLAB_FAULT", None)
         if fault:
             env["SOAKLAB_FAULT"] = fault
         values = {**QUICK_BUDGET, **{k.replace("_", "-"): v for k, v in budget.items()}}
-        run = SoakRun(None, tmp_path / name / "run", tmp_path / name / "soak.json",  # type: ignore[arg-type]
+        run = SoakRun(None, tmp_path / name / "run", output or tmp_path / name / "soak.json",  # type: ignore[arg-type]
                       tmp_path / name / "evidence")
         cmd = [sys.executable, "-m", "soaklab", "soak", "--algo", "sac", "--task", "cartpole_swingup",
                "--sim", "mujoco", "--num-envs", "8", "--iterations", str(iterations),

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from soaklab.errors import InvalidInput
+from soaklab.metrics.tags import IDENTITY_TAG
 
 SUPPORTED_SCHEMA = 1
 LEGACY_PREFIXES = ("perf/", "timing/")
@@ -81,15 +83,28 @@ def verify_records(path: Path) -> int:
     return count
 
 
-def read_scalars(path: Path) -> pd.DataFrame:
-    """Every scalar point (no TensorBoard sampling cap) as columns tag, step, wall_time, value."""
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+def read_events(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """Every scalar point (no TensorBoard sampling cap) as columns tag, step, wall_time, value, and
+    the run identity the trainer wrote into the file (None in files that carry none)."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENSORS, EventAccumulator
 
-    acc = EventAccumulator(str(path), size_guidance={SCALARS: 0})
+    acc = EventAccumulator(str(path), size_guidance={SCALARS: 0, TENSORS: 1})
     acc.Reload()
     rows = [(tag, e.step, e.wall_time, e.value) for tag in acc.Tags()[SCALARS] for e in acc.Scalars(tag)]
     frame = pd.DataFrame(rows, columns=["tag", "step", "wall_time", "value"])
-    return frame.sort_values(["tag", "step"], kind="stable").reset_index(drop=True)
+    identity = None
+    text_tag = f"{IDENTITY_TAG}/text_summary"
+    if text_tag in acc.Tags()[TENSORS]:
+        raw = acc.Tensors(text_tag)[0].tensor_proto.string_val[0].decode()
+        try:
+            identity = json.loads(raw)
+        except ValueError:
+            raise InvalidInput(f"{path}: unreadable {IDENTITY_TAG} ({raw[:60]!r})") from None
+    return frame.sort_values(["tag", "step"], kind="stable").reset_index(drop=True), identity
+
+
+def read_scalars(path: Path) -> pd.DataFrame:
+    return read_events(path)[0]
 
 
 def check_tags(frame: pd.DataFrame, schema: int | None, path: Path) -> None:

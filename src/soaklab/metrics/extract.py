@@ -11,7 +11,7 @@ import pandas as pd
 
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.metrics.events import check_tags, event_file, metric_schema, read_scalars, verify_records
+from soaklab.metrics.events import check_tags, event_file, metric_schema, read_events, verify_records
 from soaklab.schemas import validate_artifact
 
 METRICS_SCHEMA_VERSION = 1
@@ -68,7 +68,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
     schema = metric_schema(run_dir, legacy)
     path = event_file(run_dir)
     verify_records(path)
-    frame = read_scalars(path)
+    frame, identity = read_events(path)
     check_tags(frame, schema, path)
     values, non_finite = windows(frame, last)
     expected = EXPECTED_TAGS if schema is not None else ()
@@ -77,6 +77,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         "schema_version": METRICS_SCHEMA_VERSION,
         "run_dir": str(run_dir),
         "event_file": path.name,
+        "run_identity": identity,
         "metric_schema_version": schema,
         "legacy_unversioned": schema is None,
         "last": last,

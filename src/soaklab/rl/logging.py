@@ -11,6 +11,7 @@ a heartbeat thread), so its mtime is evidence that the loop is alive.
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.metrics.tags import IDENTITY_TAG
 
 PROGRESS_EVERY_S = 2.0
 TERMINAL_EVERY_S = 5.0
@@ -124,11 +126,13 @@ class RunLogger:
     thousand add_scalar calls) is written while the training loop waits on the GPU and the
     collector, not in between its iterations."""
 
-    def __init__(self, run_dir: Path, max_iterations: int) -> None:
+    def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = run_dir
         self.writer = SummaryWriter(log_dir=str(run_dir), flush_secs=5)
+        if identity is not None:  # binds the event file to its run (checked by `soaklab validate`)
+            self.writer.add_text(IDENTITY_TAG, json.dumps(identity, sort_keys=True), 0)
         self.max_iterations = max_iterations
         self.start = time.monotonic()
         self._last_progress = 0.0

@@ -164,7 +164,8 @@ class Learner:
         cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
         self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
-        self.logger = RunLogger(self.run_dir, self.max_iterations)
+        self.logger = RunLogger(self.run_dir, self.max_iterations,
+                                {"config_hash": self.resolved.record()["config_hash"], "run_dir": str(self.run_dir)})
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.config["algo"], self.device)
         self.replay = ReplayRing(int(self.config["algo"]["replay_buffer_size"]), layout.row_width,

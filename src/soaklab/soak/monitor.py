@@ -93,6 +93,7 @@ class Monitor:
         self.budget = request.budget
         self.command = trainer_command(request)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.write_errors: list[str] = []  # soak JSON / evidence writes that failed (one line each)
         self.with_gpu = gpu.gpu_identity() is not None
         self.watch = Watch(started_at=time.monotonic())
 
@@ -241,9 +242,14 @@ class Monitor:
             # tracker), nothing of it may stay in /dev/shm: every entry it used and left is removed here.
             self.watch.shm_removed = remove_shm(self.watch.shm_seen)
         soak = self._soak_json(ended_s, residual, monitor_error)
-        write_json_atomic(request.output, soak)
-        if request.evidence_dir is not None:
-            copy_evidence(request, soak)
+        # A full disk (or a vanished directory) costs the file, never the verdict or the evidence copy.
+        for what, write in (("--output", lambda: write_json_atomic(request.output, soak)),
+                            ("--evidence-dir", lambda: copy_evidence(request, soak) if request.evidence_dir else None)):
+            try:
+                write()
+            except OSError as exc:
+                self.write_errors.append(f"{what}: cannot write {exc.filename or ''}: {exc.strerror or exc}")
+                print(f"soak: error: {self.write_errors[-1]}", file=sys.stderr, flush=True)
         return soak
 
     def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
