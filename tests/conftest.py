@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,29 @@ def cli(capsys, monkeypatch):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """`tmpfs(size)`: a fresh directory with a tmpfs of that size mounted on it (a disk that fills
+    up for real), unmounted after the test. Needs root: skips cleanly without it."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        path = tmp_path / f"disk{len(mounted)}"
+        path.mkdir()
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs needs root")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @pytest.fixture(scope="session")

@@ -3,30 +3,11 @@ partial files, processes or segments. Needs root to mount; skips cleanly without
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-import pytest
-
 from tests.rl.conftest import own_segments, process_gone
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_a_full_disk_fails_closed_with_nothing_partial_left(start_train, small_disk):
-    run_dir = small_disk / "run"
+def test_a_full_disk_fails_closed_with_nothing_partial_left(start_train, tmpfs):
+    run_dir = tmpfs("384k") / "run"
     run = start_train("algo.max_iterations=100000", "algo.save_interval=5", run_dir=run_dir)
     code = run.wait(timeout=300)
     out = run.output()

@@ -163,37 +163,26 @@ def test_a_killed_trainer_group_leaves_nothing_in_dev_shm(start_soak):
     no_process_left(soak)
 
 
-def test_a_soak_json_on_a_disk_that_fills_up_fails_in_one_line(start_soak, tmp_path):
+def test_a_soak_json_on_a_disk_that_fills_up_fails_in_one_line(start_soak, tmpfs):
     """The space check passes at the start; the disk fills during the soak: the JSON cannot be
     written, which is one line and exit 1, the evidence copy elsewhere still holds the verdict, and
     no temporary file is left on the full disk."""
-    import os
-    import subprocess
-
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        run = start_soak(iterations=300, output=disk / "soak.json")
-        wait_for_training(run)
-        with open(disk / "filler", "wb") as filler:  # fill the disk to the last block
-            try:
-                while True:
-                    filler.write(b"\0" * (1 << 16))
-                    filler.flush()
-            except OSError:
-                pass
-        assert run.wait() == 1, run.out()
-        errors = [line for line in run.out().splitlines() if line.startswith("soak: error:")]
-        assert len(errors) == 1 and "--output" in errors[0] and "No space left on device" in errors[0], run.out()
-        assert sorted(p.name for p in disk.iterdir()) == ["filler"]  # no soak.json, no temporary file
-        evidence = json.loads((run.evidence / "soak.json").read_text())
-        assert evidence["status"] == "passed"  # the verdict itself was fine
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+    disk = tmpfs("20m")
+    run = start_soak(iterations=300, output=disk / "soak.json")
+    wait_for_training(run)
+    with open(disk / "filler", "wb") as filler:  # fill the disk to the last block
+        try:
+            while True:
+                filler.write(b"\0" * (1 << 16))
+                filler.flush()
+        except OSError:
+            pass
+    assert run.wait() == 1, run.out()
+    errors = [line for line in run.out().splitlines() if line.startswith("soak: error:")]
+    assert len(errors) == 1 and "--output" in errors[0] and "No space left on device" in errors[0], run.out()
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]  # no soak.json, no temporary file
+    evidence = json.loads((run.evidence / "soak.json").read_text())
+    assert evidence["status"] == "passed"  # the verdict itself was fine
 
 
 def test_run_shorter_than_the_minimum_fails(start_soak):

@@ -81,24 +81,13 @@ def test_bad_output_paths_are_refused_before_anything_runs(cli, run_config, tmp_
     assert sorted(p.name for p in t.rglob("*")) == before  # nothing created
 
 
-def test_an_output_on_a_full_disk_is_refused_before_the_soak(cli, run_config, tmp_path):
-    import os
-    import subprocess
-
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        result = cli("soak", "--run-config", run_config, *BUDGET, "--log-dir", tmp_path / "run",
-                     "--output", disk / "soak.json")
-        assert result.code == 2
-        assert "--output" in one_line(result.err) and "KiB free" in one_line(result.err)
-        assert not (tmp_path / "run").exists() and list(disk.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+def test_an_output_on_a_full_disk_is_refused_before_the_soak(cli, run_config, tmp_path, tmpfs):
+    disk = tmpfs("64k")
+    result = cli("soak", "--run-config", run_config, *BUDGET, "--log-dir", tmp_path / "run",
+                 "--output", disk / "soak.json")
+    assert result.code == 2
+    assert "--output" in one_line(result.err) and "KiB free" in one_line(result.err)
+    assert not (tmp_path / "run").exists() and list(disk.iterdir()) == []
 
 
 @pytest.mark.parametrize("name", ["null", "run #3", "a: b"])
