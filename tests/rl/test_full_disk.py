@@ -3,6 +3,7 @@ partial files, processes or segments. Needs root to mount; skips cleanly without
 
 from __future__ import annotations
 
+from soaklab.rl.train import RUN_DIR_LOCK
 from tests.rl.conftest import own_segments, process_gone
 
 
@@ -16,7 +17,8 @@ def test_a_full_disk_fails_closed_with_nothing_partial_left(start_train, tmpfs):
     assert errors and all("Traceback" not in line for line in errors)
     assert any("No space left on device" in line for line in errors), out
     assert "Traceback" not in out, out
-    leftovers = [p.name for p in run_dir.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+    leftovers = [p.name for p in run_dir.rglob("*")
+                 if p.name.endswith(".tmp") or (p.name.startswith(".") and p.name != RUN_DIR_LOCK)]
     assert leftovers == [], f"partial files: {leftovers}"
     assert own_segments([run.proc.pid]) == []
     assert process_gone(run.proc.pid)
