@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Cart-pole swing-up learning through `soaklab train`, for both agents: the learning check that
-takes minutes on a 2-core machine, run as a benchmark rather than a test (FlashSAC needs ~4 minutes
-alone and far more on a loaded host; the suite keeps SAC's one-minute check).
+"""Cart-pole swing-up learning through `soaklab train`, for both agents: the learning check, run as
+a benchmark rather than a test because it takes minutes (SAC ~1 alone, FlashSAC ~4; on a host
+running other trainers, many times that), and `make test` must hold on a busy host. `.ci/run` runs
+it for SAC on its quiet machine, so CI still proves an agent learns through the real runtime.
 
-Same budget and threshold as tests/rl/test_learning.py: 16 envs, 2000 iterations, 4 updates per
-step, batch 256, 128-wide networks; a random policy earns ~15 per 250-step episode, the threshold
-is 50. Writes JSON with each agent's final mean episode return and wall time; exits 1 if an agent
-stays below the threshold.
+Budget: 16 envs, 2000 iterations, 4 updates per step, batch 256, 128-wide networks; a random policy
+earns ~15 per 250-step episode, the threshold is 50 (over three times that). Writes JSON with each
+agent's final mean episode return and wall time; exits 1 if an agent stays below the threshold.
 
     .venv/bin/python benchmarks/cartpole_learning.py [--algos sac,flashsac] [--out benchmarks/cpu]
 """
