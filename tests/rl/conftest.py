@@ -77,10 +77,14 @@ def start_train(tmp_path):
         return run
 
     yield start
+    killed = []
     for run in runs:
-        if run.proc.poll() is None:
+        if run.proc.poll() is None:  # the test failed or gave up on it: end it, clean up after it
             os.killpg(run.proc.pid, signal.SIGKILL)
             run.proc.wait()
+            killed.append(run.proc.pid)
+    for name in own_segments(killed):  # a group SIGKILL takes the resource tracker with it
+        Path("/dev/shm", name).unlink(missing_ok=True)
     # Only this test's trainers: another soaklab run on the host may own segments meanwhile.
     leftover = own_segments(run.proc.pid for run in runs)
     assert not leftover, f"shared memory left in /dev/shm: {leftover}"
