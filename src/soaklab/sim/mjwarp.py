@@ -12,7 +12,7 @@ current stream with stream waits: no host synchronisation per step.
 
 Per-world contact and constraint sizes matter: for the G1 scene nconmax 48 and
 njmax 192 hold its contacts, and oversizing them made stepping 5x slower on the
-H200 (../shared/device/README.md). Overflow is never silent: mujoco_warp sets a
+H200 (benchmarks/gpu/README.md). Overflow is never silent: mujoco_warp sets a
 per-world bitmask, which `check_overflow` turns into an error naming the knob.
 """
 
