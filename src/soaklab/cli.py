@@ -190,7 +190,19 @@ def cmd_bench_learner(args: argparse.Namespace) -> int:
     from soaklab.bench.learner import run_learner_bench
 
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    bad = [a for a in algos if a not in ("sac", "flashsac")]
+    if not algos or bad:
+        raise InvalidInput(f"--algos {args.algos}: expected a comma list of sac, flashsac")
+    try:
+        batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise InvalidInput(f"--batch-sizes {args.batch_sizes}: expected a comma list of integers >= 1")
+    for flag, value, low in (("--iters", args.iters, 1), ("--warmup", args.warmup, 0),
+                             ("--num-envs", args.num_envs, 1), ("--replay-rows", args.replay_rows, 1)):
+        if value < low:
+            raise InvalidInput(f"{flag}={value}: expected an integer >= {low}")
     run_learner_bench(algos, batches, args.device, args.num_envs, args.warmup, args.iters, args.replay_rows,
                       args.output, args.argv)
     print(f"bench: wrote {args.output}")

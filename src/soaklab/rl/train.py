@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soaklab.capture import check_graph_env
 from soaklab.config.compose import compose
 from soaklab.config.run_config import ResolvedRun, resolve_run_config
 from soaklab.errors import InvalidInput
@@ -59,6 +60,7 @@ def resolve_training(run_config: Path | None, algo: str | None, task: str | None
     `in_trainer`: this process will train. It must run on the real host (a simulated one is for
     planning) and is pointed at the selected MPS daemon; the soak monitor, which only checks, leaves
     its environment alone so the trainer makes its own selection."""
+    check_graph_env()
     if in_trainer and os.environ.get(HOST_CAPABILITIES_ENV):
         raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: simulates a host for planning and resolution only; "
                            "unset it to train on this host")
