@@ -8,7 +8,7 @@ Budget: 16 envs, 2000 iterations, 4 updates per step, batch 256, 128-wide networ
 earns ~15 per 250-step episode, the threshold is 50 (over three times that). Writes JSON with each
 agent's final mean episode return and wall time; exits 1 if an agent stays below the threshold.
 
-    .venv/bin/python benchmarks/cartpole_learning.py [--algos sac,flashsac] [--out benchmarks/cpu]
+    .venv/bin/python benchmarks/cartpole_learning.py [--algos sac,flashsac] [--seeds 1,2,3] [--out benchmarks/cpu]
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ BUDGET = ("algo.num_envs=16", "algo.max_iterations=2000", "algo.updates_per_step
 RANDOM_RETURN, THRESHOLD = 15.0, 50.0
 
 
-def learn(algo: str, workdir: Path) -> dict:
-    run_dir = workdir / algo
+def learn(algo: str, seed: int, workdir: Path, extra: list[str]) -> dict:
+    run_dir = workdir / f"{algo}-{seed}"
     cmd = [sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", "cartpole_swingup", "--sim", "mujoco",
-           *BUDGET, f"training.log_dir={json.dumps(str(run_dir))}"]
+           *BUDGET, f"algo.seed={seed}", f"env.seed={seed}", *extra, f"training.log_dir={json.dumps(str(run_dir))}"]
     start = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0"))
     wall = time.monotonic() - start
@@ -42,22 +42,28 @@ def learn(algo: str, workdir: Path) -> dict:
         raise SystemExit(f"{algo}: soaklab train failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     frame = read_scalars(event_file(run_dir))
     returns = frame[frame["tag"] == "Train/mean_reward"].sort_values("step")["value"].tolist()
-    return {"algo": algo, "wall_s": round(wall, 1), "first_return": returns[0], "final_return": returns[-1],
+    return {"algo": algo, "seed": seed, "wall_s": round(wall, 1), "first_return": returns[0], "final_return": returns[-1],
             "learned": returns[-1] >= THRESHOLD, "curve_every_100": returns[::100]}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algos", default="sac,flashsac")
+    parser.add_argument("--seeds", default="1", help="comma list of seeds (algo.seed and env.seed)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu"))
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="on top of the budget (experiments)")
     args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [learn(a.strip(), Path(tmp)) for a in args.algos.split(",") if a.strip()]
-    for row in rows:
-        print(f"{row['algo']:>8}: final mean episode return {row['final_return']:.1f} (threshold {THRESHOLD:g}, "
-              f"random ~{RANDOM_RETURN:g}) in {row['wall_s']:.0f} s", flush=True)
+        for algo in (a.strip() for a in args.algos.split(",") if a.strip()):
+            for seed in seeds:
+                row = learn(algo, seed, Path(tmp), args.overrides)
+                rows.append(row)
+                print(f"{row['algo']:>8} seed {seed}: final mean episode return {row['final_return']:.1f} "
+                      f"(threshold {THRESHOLD:g}, random ~{RANDOM_RETURN:g}) in {row['wall_s']:.0f} s", flush=True)
     record = {"kind": "cartpole_learning", "command": " ".join(["python", *sys.argv]), "host": host_record(),
-              "versions": versions(), "git": git_state(), "budget": list(BUDGET), "threshold": THRESHOLD,
+              "versions": versions(), "git": git_state(), "budget": list(BUDGET), "overrides": args.overrides, "seeds": seeds, "threshold": THRESHOLD,
               "random_return": RANDOM_RETURN, "results": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cartpole_learning.json").write_text(json.dumps(record, indent=2) + "\n")

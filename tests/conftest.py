@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from soaklab.assets.pull import PullRequest, pull_assets
+from soaklab.assets.clips import HOLOSOMA_WHEEL
 from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
 from soaklab.cli import main
 
@@ -80,21 +81,33 @@ def pinned_wheel(tmp_path_factory) -> Path:
     return fetch_pinned_wheel(G1_WHEEL, cache)
 
 
+@pytest.fixture(scope="session")
+def clip_wheel(tmp_path_factory) -> Path:
+    """The pinned holosoma wheel (the real reference clip), verified; reuses the project's cache."""
+    cache = tmp_path_factory.mktemp("clip-wheel-cache")
+    local = REPO / "resources" / "assets" / "cache" / HOLOSOMA_WHEEL.filename
+    if local.is_file():
+        shutil.copyfile(local, cache / HOLOSOMA_WHEEL.filename)
+    return fetch_pinned_wheel(HOLOSOMA_WHEEL, cache)
+
+
 @dataclass(frozen=True)
 class G1Assets:
     manifest_path: Path
     manifest: dict
     scene: Path
-    motion: Path
+    motion: Path  # the default clip: the real one (largebox)
+    synthetic: Path
 
 
 @pytest.fixture(scope="session")
-def g1_assets(tmp_path_factory, pinned_wheel) -> G1Assets:
+def g1_assets(tmp_path_factory, pinned_wheel, clip_wheel) -> G1Assets:
     root = tmp_path_factory.mktemp("assets")
     req = PullRequest(robot="g1", source=str(pinned_wheel), motion=None, dest=root / "resources",
-                      manifest=root / "manifest.json")
+                      manifest=root / "manifest.json", clip_wheel=clip_wheel)
     manifest = pull_assets(req)
-    return G1Assets(req.manifest, manifest, Path(manifest["scene"]["path"]), Path(manifest["motion"]["path"]))
+    return G1Assets(req.manifest, manifest, Path(manifest["scene"]["path"]), Path(manifest["motion"]["path"]),
+                    Path(manifest["motions"]["synthetic"]["path"]))
 
 
 def one_line(err: str) -> str:

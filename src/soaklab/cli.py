@@ -25,7 +25,7 @@ def cmd_assets_pull(args: argparse.Namespace) -> int:
     from soaklab.assets.pull import PullRequest, pull_assets
 
     pull_assets(PullRequest(robot=args.robot, source=args.source, motion=args.motion, dest=args.dest,
-                            manifest=args.manifest, repair=args.repair))
+                            manifest=args.manifest, repair=args.repair, clip=args.clip, clip_wheel=args.clip_wheel))
     return 0
 
 
@@ -154,8 +154,12 @@ def cmd_soak(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from soaklab.metrics.extract import extract_metrics
 
-    extract_metrics(args.run_dir, args.last, args.out, args.csv, args.plot, args.html, args.legacy_unversioned)
+    metrics = extract_metrics(args.run_dir, args.last, args.out, args.csv, args.plot, args.html,
+                              args.legacy_unversioned)
     print(f"metrics: last {args.last} windows of {args.run_dir} -> {args.out}")
+    shown = {k: v for k, v in metrics["tracking"].items() if v is not None}
+    if shown:
+        print("metrics: tracking " + ", ".join(f"{k}={v:.3g}" for k, v in shown.items()))
     return 0
 
 
@@ -210,6 +214,8 @@ def cmd_bench_learner(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from soaklab.assets.clips import CLIP_CHOICES, DEFAULT_CLIP, SYNTHETIC
+
     parser = argparse.ArgumentParser(prog="soaklab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -217,7 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     pull = assets.add_parser("pull", help="materialize the G1 scene and motion clip, write the manifest")
     pull.add_argument("--robot", default="g1")
     pull.add_argument("--source", help="local wheel or folder instead of the pinned wheel (air-gapped hosts)")
-    pull.add_argument("--motion", type=Path, help="a real motion clip NPZ instead of the synthetic one")
+    pull.add_argument("--clip", default=DEFAULT_CLIP,
+                      help=f"the default reference clip: {' | '.join(CLIP_CHOICES)} (default {DEFAULT_CLIP}; "
+                           f"{SYNTHETIC} needs no download)")
+    pull.add_argument("--clip-wheel", type=Path, help="a local copy of the clip's pinned wheel (air-gapped hosts)")
+    pull.add_argument("--motion", type=Path, help="your own clip NPZ (task layout) as the default reference")
     pull.add_argument("--dest", type=Path, default=Path("resources/assets"))
     pull.add_argument("--manifest", type=Path, default=Path("results/assets/manifest.json"))
     pull.add_argument("--repair", action="store_true", help="rebuild files that fail verification")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -27,21 +28,39 @@ def model(g1_assets):
 
 @pytest.fixture(scope="module")
 def clip(g1_assets, model):
-    return load_motion(g1_assets.motion, model)
+    return load_motion(g1_assets.synthetic, model)
 
 
 def test_synthetic_clip_loads_through_the_validator(clip, model, g1_assets):
-    assert clip.num_frames == g1_assets.manifest["motion"]["frames"] == 601
+    assert clip.num_frames == g1_assets.manifest["motions"]["synthetic"]["frames"] == 601
     assert clip.fps == 50.0
     assert clip.body_pos_w.shape == (601, model.nbody - 1, 3)
     assert list(clip.body_names) == robot_body_names(model)
-    assert g1_assets.manifest["motion"]["synthetic"] is True
 
 
 def test_synthetic_clip_is_deterministic(model, tmp_path, g1_assets):
     path = tmp_path / "again.npz"
     save_motion(generate_synthetic_clip(model), path)
-    assert sha256_file(path) == g1_assets.manifest["motion"]["sha256"]
+    assert sha256_file(path) == g1_assets.manifest["motions"]["synthetic"]["sha256"]
+
+
+@pytest.mark.parametrize("which", ["synthetic", "largebox"])
+def test_every_clip_keeps_its_feet_near_the_floor_and_joints_in_range(which, g1_assets, model):
+    """Both references are reachable: joints inside their limits, the lowest foot point within
+    2 cm of the floor in every frame (so tracking them does not ask the robot to float or sink)."""
+    from soaklab.assets import g1
+    from soaklab.assets.motion import _lowest_foot_point
+
+    ref = load_motion(Path(g1_assets.manifest["motions"][which]["path"]), model)
+    lo, hi = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
+    assert ((ref.joint_pos >= lo - 1e-4) & (ref.joint_pos <= hi + 1e-4)).all()
+    data = mujoco.MjData(model)
+    feet = [g for g in range(model.ngeom)
+            if g1.FOOT_GEOM_PATTERN.match(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "")]
+    for t in range(0, ref.num_frames, 10):
+        data.qpos[:3], data.qpos[3:7], data.qpos[7:] = ref.body_pos_w[t, 0], ref.body_quat_w[t, 0], ref.joint_pos[t]
+        mujoco.mj_kinematics(model, data)
+        assert abs(_lowest_foot_point(model, data, feet)) < 0.02, (which, t)
 
 
 def test_joints_stay_inside_the_soft_range(clip, model):

@@ -15,8 +15,10 @@ from tests.conftest import one_line
 
 
 def pull(cli, root: Path, *extra, env=None):
+    """A pull into `root`; the synthetic default clip unless the test picks a clip (no download)."""
+    picks = any(str(e).startswith("--clip") for e in extra)
     return cli("assets", "pull", "--robot", "g1", "--dest", root / "resources", "--manifest",
-               root / "manifest.json", *extra, env=env)
+               root / "manifest.json", *extra, *(() if picks else ("--clip", "synthetic")), env=env)
 
 
 @pytest.fixture
@@ -167,7 +169,7 @@ def test_concurrent_pulls_into_one_dest_are_serialised(tmp_path, pinned_wheel):
     import sys
 
     cmd = [sys.executable, "-m", "soaklab", "assets", "pull", "--robot", "g1", "--dest", str(tmp_path / "resources"),
-           "--manifest", str(tmp_path / "manifest.json"), "--source", str(pinned_wheel)]
+           "--manifest", str(tmp_path / "manifest.json"), "--source", str(pinned_wheel), "--clip", "synthetic"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
@@ -199,3 +201,129 @@ def test_unpinned_wheel_is_recorded_as_such(cli, tmp_path, pinned_wheel):
     assert result.code == 0, result.err
     source = json.loads((tmp_path / "manifest.json").read_text())["source"]
     assert source["kind"] == "wheel" and source["sha256"] == sha256_file(other)
+
+
+# -- the real reference clip (holosoma's, converted by name) -----------------------------------------
+
+@pytest.fixture
+def pulled_real(cli, tmp_path, pinned_wheel, clip_wheel):
+    result = pull(cli, tmp_path, "--source", pinned_wheel, "--clip-wheel", clip_wheel)
+    assert result.code == 0, result.err
+    return tmp_path
+
+
+def test_real_clip_is_converted_by_name_and_recorded(pulled_real, clip_wheel):
+    import mujoco
+    import numpy as np
+
+    from soaklab.assets.clips import HOLOSOMA_WHEEL, PUBLISHED_CLIPS
+    from soaklab.assets.motion import load_motion, robot_body_names
+
+    manifest = json.loads((pulled_real / "manifest.json").read_text())
+    motion = manifest["motion"]
+    assert motion["clip"] == "largebox" and motion["synthetic"] is False and motion["frames"] == 325
+    assert motion["wheel"]["kind"] == "pinned_wheel" and motion["wheel"]["sha256"] == HOLOSOMA_WHEEL.sha256
+    assert motion["wheel"]["license"]["expression"] == "Apache-2.0"
+    assert set(manifest["motions"]) == {"largebox", "synthetic"}
+    model = mujoco.MjModel.from_xml_path(manifest["scene"]["path"])
+    clip = load_motion(Path(motion["path"]), model)
+    assert clip.body_names == tuple(robot_body_names(model))
+    # Columns were picked by name: compare two joints and a body with the wheel's own arrays.
+    with zipfile.ZipFile(clip_wheel) as zf:
+        raw = zf.read(PUBLISHED_CLIPS["largebox"].archive_name)
+    import io
+    with np.load(io.BytesIO(raw)) as src:
+        joints, bodies = list(src["joint_names"]), list(src["body_names"])
+        for name in ("left_knee_joint", "right_wrist_yaw_joint"):
+            np.testing.assert_allclose(clip.joint_pos[:, model.joint(name).id - 1],
+                                       src["joint_pos"][:, 7 + joints.index(name)], rtol=1e-6)
+        torso = model.body("torso_link").id - 1
+        np.testing.assert_allclose(clip.body_pos_w[:, torso], src["body_pos_w"][:, bodies.index("torso_link")],
+                                   rtol=1e-6)
+
+
+def test_real_clip_pull_twice_changes_nothing_and_repair_restores_a_corrupted_clip(cli, pulled_real, pinned_wheel,
+                                                                                   clip_wheel):
+    args = ("--source", pinned_wheel, "--clip-wheel", clip_wheel)
+    clip = pulled_real / "resources/g1/motions/largebox.npz"
+    before = (clip.stat().st_mtime_ns, sha256_file(clip))
+    result = pull(cli, pulled_real, *args)
+    assert result.code == 0 and "nothing changed" in result.out
+    assert (clip.stat().st_mtime_ns, sha256_file(clip)) == before
+    clip.write_bytes(clip.read_bytes()[:-10])
+    result = pull(cli, pulled_real, *args)
+    assert result.code == 2 and str(clip) in one_line(result.err) and "--repair" in result.err
+    assert pull(cli, pulled_real, *args, "--repair").code == 0
+    assert sha256_file(clip) == before[1]
+
+
+def test_offline_without_the_clip_wheel_fails_closed(cli, tmp_path, pinned_wheel):
+    cache = tmp_path / "resources/cache"
+    cache.mkdir(parents=True)
+    (cache / G1_WHEEL.filename).write_bytes(pinned_wheel.read_bytes())  # the robot is there, the clip is not
+    result = pull(cli, tmp_path, "--clip", "largebox", env={"SOAKLAB_OFFLINE": "1"})
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "SOAKLAB_OFFLINE=1" in line and "holosoma==0.0.3" in line and "--clip synthetic" in line
+    assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "resources/g1").exists()
+
+
+def clip_wheel_with(clip_wheel: Path, path: Path, edit) -> Path:
+    """The pinned holosoma wheel's clip member rewritten by `edit(dict of arrays)`."""
+    import io
+
+    import numpy as np
+
+    from soaklab.assets.clips import PUBLISHED_CLIPS
+
+    name = PUBLISHED_CLIPS["largebox"].archive_name
+    with zipfile.ZipFile(clip_wheel) as src:
+        with np.load(io.BytesIO(src.read(name))) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    edit(arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    with zipfile.ZipFile(path, "w") as dst:
+        dst.writestr(name, buf.getvalue())
+    return path
+
+
+def test_a_clip_whose_names_do_not_cover_the_model_is_refused(cli, tmp_path, pinned_wheel, clip_wheel):
+    def rename(arrays):
+        names = arrays["joint_names"].copy()
+        names[names.tolist().index("left_knee_joint")] = "left_knee"
+        arrays["joint_names"] = names
+
+    wheel = clip_wheel_with(clip_wheel, tmp_path / "renamed.whl", rename)
+    result = pull(cli, tmp_path, "--source", pinned_wheel, "--clip-wheel", wheel)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "do not cover the model" in line and "left_knee_joint" in line and str(wheel) in line
+    assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "resources/g1").exists()
+
+
+def test_a_clip_for_another_body_is_refused(cli, tmp_path, pinned_wheel, clip_wheel):
+    def shift(arrays):
+        arrays["body_pos_w"] = arrays["body_pos_w"] + 0.2  # every body 35 cm from where the joints put it
+
+    wheel = clip_wheel_with(clip_wheel, tmp_path / "shifted.whl", shift)
+    result = pull(cli, tmp_path, "--source", pinned_wheel, "--clip-wheel", wheel)
+    assert result.code == 2 and "another robot" in one_line(result.err)
+
+
+def test_a_hostile_member_in_the_clip_wheel_is_refused(cli, tmp_path, pinned_wheel, clip_wheel):
+    evil = tmp_path / "evil-clip.whl"
+    with zipfile.ZipFile(clip_wheel) as src, zipfile.ZipFile(evil, "w") as dst:
+        for item in src.infolist():
+            if "motions/g1_29dof" in item.filename:
+                dst.writestr(item, src.read(item))
+        dst.writestr("holosoma/../../etc/evil", b"x")
+    result = pull(cli, tmp_path, "--source", pinned_wheel, "--clip-wheel", evil)
+    assert result.code == 2 and "parent-relative" in one_line(result.err)
+    assert not (tmp_path / "resources/g1").exists()
+
+
+def test_unknown_clip_and_missing_clip_wheel(cli, tmp_path):
+    assert "--clip walk" in one_line(pull(cli, tmp_path, "--clip", "walk").err)
+    result = pull(cli, tmp_path, "--clip-wheel", tmp_path / "none.whl")
+    assert result.code == 2 and "none.whl" in one_line(result.err)

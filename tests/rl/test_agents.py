@@ -102,12 +102,36 @@ def test_sac_update_fills_its_diagnostics():
     assert torch.isfinite(agent.diagnostics).all()
 
 
-def test_replay_samples_only_rows_present():
-    layout = Layout(num_envs=4, capacity=1, obs_dim=1, critic_dim=1, action_dim=1, depth=1, slot_rows=4,
-                    num_metrics=1)
-    ring = ReplayRing(100, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=0)
-    rows = torch.arange(10, dtype=torch.float32)[:, None].expand(10, layout.row_width).clone()
-    ring.add(rows)
-    assert int(ring.size_t) == ring.size == 10
-    seen = ring.sample(5000)["obs"][:, 0]
-    assert set(seen.long().tolist()) == set(range(10))  # uniform over the present rows, none beyond
+def test_obs_normalizer_matches_torch_statistics_and_feeds_every_network_input():
+    from soaklab.rl.agents.common import ObsNormalizer
+
+    norm = ObsNormalizer(3)
+    generator = torch.Generator().manual_seed(0)
+    chunks = [torch.randn(50, 3, generator=generator) * torch.tensor([1.0, 10.0, 0.1]) + 5 for _ in range(4)]
+    for chunk in chunks:
+        norm.update(chunk)
+    data = torch.cat(chunks)
+    torch.testing.assert_close(norm.mean, data.double().mean(0))
+    torch.testing.assert_close(norm(data).std(0), torch.ones(3), rtol=1e-3, atol=1e-3)
+    constant = ObsNormalizer(2)
+    constant.update(torch.ones(10, 2))
+    assert torch.isfinite(constant(torch.ones(3, 2))).all()  # zero spread: centred, not divided by 0
+    # The agent's update normalises the batch it samples with statistics that took that batch in.
+    agent = small_agent("sac")
+    agent.update(0)
+    assert agent.obs_norm.count == 8 and agent.critic_norm.count == 8
+    assert set(agent.state_dict()) >= {"actor", "critics", "obs_norm", "critic_norm"}
+
+
+def test_actor_starts_at_zero_mean_with_the_middle_log_std():
+    from soaklab.rl.agents.common import log_std_of
+
+    for algo in ("sac", "flashsac"):
+        agent = small_agent(algo, log_std_min=-5.0, log_std_max=0.0)
+        obs = torch.randn(4, OBS)
+        assert torch.equal(agent.act(obs, slice(0, 4), explore=False), torch.zeros(4, ACTION))
+        explored = agent.act(obs, slice(0, 4), explore=True)
+        assert explored.abs().max() < 0.5  # std e^-2.5 ~ 0.08: near the mean, not uniform over [-1, 1]
+    raw = torch.tensor([-100.0, 0.0, 100.0])
+    torch.testing.assert_close(log_std_of(raw, (-5.0, 0.0)), torch.tensor([-5.0, -2.5, 0.0]))
+

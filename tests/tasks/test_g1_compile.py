@@ -14,9 +14,11 @@ def test_compiled_terms_match_eager(make_g1):
     actions = torch.rand(4, 29, generator=generator) * 2 - 1
     compiled = env._step_terms(env.frame, actions, env.last_action)
     eager = env.step_terms(env.frame, actions, env.last_action)
-    for name in compiled[0]:
-        torch.testing.assert_close(compiled[0][name], eager[0][name], rtol=1e-4, atol=1e-6)
-    assert torch.equal(compiled[1], eager[1])
-    torch.testing.assert_close(compiled[2], eager[2], rtol=1e-4, atol=1e-5)
+    for i in (0, 1):  # reward terms, tracking errors
+        assert set(compiled[i]) == set(eager[i])
+        for name in compiled[i]:
+            torch.testing.assert_close(compiled[i][name], eager[i][name], rtol=1e-4, atol=1e-6)
+    assert torch.equal(compiled[2], eager[2])
     torch.testing.assert_close(compiled[3], eager[3], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(compiled[4], eager[4], rtol=1e-4, atol=1e-5)
     assert env.compiled and env._step_terms is not env.step_terms

@@ -117,6 +117,9 @@ def numpy_rewards(env, i: int, action: np.ndarray, previous: np.ndarray) -> dict
         "action_rate": w["action_rate"] * dt * np.sum((action - previous) ** 2),
         "joint_limit": w["joint_limit"] * dt * np.sum(np.clip(soft_lo - qpos, 0, None)
                                                       + np.clip(qpos - soft_hi, 0, None)),
+        # the tracking measures (logged, not rewarded)
+        "body_pos_error_m": float(np.mean(np.sqrt(pos_err))),
+        "joint_pos_error_rad": float(np.mean(np.abs(np.asarray(clip.joint_pos[frame], float) - qpos))),
     }
 
 
@@ -132,7 +135,8 @@ def test_each_reward_term_matches_an_independent_numpy_computation(make_g1):
     env.backend.step()
     env.episode_step += 1
     robot, ref = env._robot(), env._reference(env.frame)
-    terms = env.reward_terms(robot, ref, actions, previous)
+    rewards, metrics = env.reward_terms(robot, ref, actions, previous)
+    terms = {**rewards, **metrics}
     for i in range(3):
         expected = numpy_rewards(env, i, actions[i].numpy(), previous[i].numpy())
         for name, value in expected.items():
@@ -260,3 +264,34 @@ def test_sampler_is_uniform_until_something_fails(make_g1):
     sampler.record(torch.tensor([5, 6]), torch.tensor([False, False]))
     probs = sampler.probabilities()
     assert torch.allclose(probs, torch.full_like(probs, 1.0 / sampler.num_starts))
+
+
+def test_joint_limit_bounds_reach_the_farther_limit_and_motor_scale_is_a_few_tenths(make_g1):
+    env = make_g1(2)
+    lo, hi, default = env.joint_lo, env.joint_hi, env.default_joint_pos
+    env.apply_action(torch.ones(2, 29))
+    up = env.backend.ctrl_tensor[0].float()
+    env.apply_action(-torch.ones(2, 29))
+    down = env.backend.ctrl_tensor[0].float()
+    farther_is_upper = (hi - default) >= (default - lo)
+    torch.testing.assert_close(torch.where(farther_is_upper, up, down), torch.where(farther_is_upper, hi, lo))
+    assert torch.equal(env.action_scale, torch.maximum(default - lo, hi - default))
+    scaled = make_g1(2, "task.action_bounds=motor_scale")
+    from soaklab.assets import g1
+
+    joints = [scaled.backend.model.joint(j).name for j in range(1, scaled.backend.model.njnt)]
+    expected = [0.25 * g1.motor_class(j).effort_limit / g1.motor_class(j).kp for j in joints]
+    torch.testing.assert_close(scaled.action_scale, torch.tensor(expected, dtype=torch.float32))
+    assert (scaled.action_scale < 0.6).all() and (env.action_scale > 1.0).any()
+
+
+def test_step_reports_tracking_errors_that_vanish_on_the_reference(make_g1):
+    env = make_g1(4)
+    env.reset()
+    env.set_reference_state()
+    _, metrics = env.reward_terms(env._robot(), env._reference(env.frame), torch.zeros(4, 29), torch.zeros(4, 29))
+    assert (metrics["joint_pos_error_rad"] < 1e-5).all()
+    assert (metrics["body_pos_error_m"] < 0.02).all()  # the clip's bodies come from its own model (~mm apart)
+    result = env.step(torch.ones(4, 29))
+    assert set(result.metrics) == {"body_pos_error_m", "joint_pos_error_rad"}
+    assert (result.metrics["joint_pos_error_rad"] > 0.01).all()

@@ -28,7 +28,7 @@ WORKFLOW_FILES = ["Snakefile", "workflow", "config", "profiles", "src/soaklab"]
 
 
 @pytest.fixture
-def project(tmp_path, pinned_wheel):
+def project(tmp_path, pinned_wheel, clip_wheel):
     """A copy of the workflow (so editing its sources is safe) and an empty work directory."""
     root = tmp_path / "project"
     for item in WORKFLOW_FILES:
@@ -39,7 +39,7 @@ def project(tmp_path, pinned_wheel):
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
     overlay = tmp_path / "local.yaml"
-    overlay.write_text(yaml.safe_dump({"assets": {"source": str(pinned_wheel)}, **TINY}))
+    overlay.write_text(yaml.safe_dump({"assets": {"source": str(pinned_wheel), "clip_wheel": str(clip_wheel)}, **TINY}))
     work = tmp_path / "work"
     work.mkdir()
     return root, work, overlay
@@ -89,12 +89,16 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     run_config = json.loads((results / "run_config.json").read_text())
     assert schema_errors("run_config", run_config) == []
     assert run_config["config"]["training"]["log_dir"] == "results/cpu/train"
-    assert run_config["run"]["assets"]["motion"].endswith("synthetic_dance.npz")
+    assert run_config["run"]["assets"]["motion"].endswith("largebox.npz")
     soak = json.loads((results / "soak.json").read_text())
     assert schema_errors("soak", soak) == [] and soak["status"] == "passed"
     assert soak["run_summary"]["task"] == "g1_motion_tracking" and soak["run_summary"]["completed_iterations"] == 30
     metrics = json.loads((results / "metrics.json").read_text())
     assert metrics["missing"] == [] and metrics["metrics"]["Perf/total_fps"]["mean"] > 0
+    # G1 runs say whether they track: errors on the real clip, and how episodes end.
+    tracking = metrics["tracking"]
+    assert tracking["body_pos_error_m"] > 0 and tracking["joint_pos_error_rad"] > 0
+    assert 0 <= tracking["timeout_fraction"] <= 1
     validation = json.loads((results / "validation.json").read_text())
     assert validation["status"] == "passed", [c for c in validation["checks"] if not c["passed"]]
     for rule in CHAIN:

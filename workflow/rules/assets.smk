@@ -6,6 +6,10 @@ def _assets_flags():
     flags = []
     if assets.get("source"):
         flags += ["--source", assets["source"]]
+    if assets.get("clip"):
+        flags += ["--clip", assets["clip"]]
+    if assets.get("clip_wheel"):
+        flags += ["--clip-wheel", assets["clip_wheel"]]
     if assets.get("motion"):
         flags += ["--motion", assets["motion"]]
     return " ".join(shlex.quote(f) for f in flags)

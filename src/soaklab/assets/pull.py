@@ -8,6 +8,7 @@ leaves half a tree behind.
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 import sys
 import time
@@ -21,6 +22,7 @@ import mujoco
 
 from soaklab.assets import motion as motion_mod
 from soaklab.assets import scene as scene_mod
+from soaklab.assets.clips import CLIP_CHOICES, DEFAULT_CLIP, PUBLISHED_CLIPS, SYNTHETIC, convert_by_name, read_member
 from soaklab.assets.source import (
     G1_WHEEL,
     ROBOT_XML,
@@ -34,7 +36,7 @@ from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import sha256_file, write_json_atomic
 from soaklab.schemas import load_artifact, validate_artifact
 
-MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = 2
 EXPECTED_DIMS = {"nq": 36, "nv": 35, "nu": 29}
 ROBOTS = ("g1",)
 
@@ -47,6 +49,8 @@ class PullRequest:
     dest: Path
     manifest: Path
     repair: bool = False
+    clip: str = DEFAULT_CLIP  # the default reference: a published clip's name or `synthetic`
+    clip_wheel: Path | None = None  # a local copy of the clip's wheel (air-gapped hosts)
 
     @property
     def robot_dir(self) -> Path:
@@ -66,7 +70,7 @@ def file_record(path: Path) -> dict[str, Any]:
 
 def manifest_problems(manifest: dict[str, Any]) -> list[str]:
     """One line per missing or corrupted file of a manifest (empty when all verify)."""
-    entries = list(manifest["files"]) + [manifest["scene"], manifest["motion"]]
+    entries = list(manifest["files"]) + [manifest["scene"], *manifest["motions"].values()]
     problems = []
     for entry in entries:
         path = Path(entry["path"])
@@ -78,14 +82,65 @@ def manifest_problems(manifest: dict[str, Any]) -> list[str]:
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at `path`; None when there is none or it is an older layout (pulled again)."""
     if not path.is_file():
+        return None
+    try:
+        version = json.loads(path.read_bytes()).get("schema_version")
+    except (OSError, ValueError, AttributeError):
+        version = MANIFEST_SCHEMA_VERSION  # let the validator name what is wrong
+    if isinstance(version, int) and version < MANIFEST_SCHEMA_VERSION:
+        print(f"assets: {path} is schema version {version}; pulling again for version {MANIFEST_SCHEMA_VERSION}")
         return None
     return load_artifact("assets_manifest", path, "delete it and pull again")
 
 
+def clip_name(req: PullRequest) -> str:
+    return "custom" if req.motion is not None else req.clip
+
+
 def same_request(manifest: dict[str, Any], req: PullRequest) -> bool:
     wanted_motion = str(req.motion) if req.motion else None
-    return manifest["source"]["spec"] == req.source_spec() and manifest["motion"].get("origin") == wanted_motion
+    motion = manifest["motion"]
+    return (manifest["source"]["spec"] == req.source_spec() and motion.get("origin") == wanted_motion
+            and motion.get("clip") == clip_name(req))
+
+
+def materialize_clips(req: PullRequest, model: mujoco.MjModel, motion_dir: Path
+                      ) -> tuple[str, dict[str, tuple[Path, motion_mod.MotionClip, dict[str, Any]]]]:
+    """Write the synthetic clip (always: offline tests use it) and the default one into
+    `motion_dir`; return the default's name and {name: (file, clip, provenance)}."""
+    motion_dir.mkdir(parents=True, exist_ok=True)
+    clips: dict[str, tuple[Path, motion_mod.MotionClip, dict[str, Any]]] = {}
+    synthetic = motion_mod.generate_synthetic_clip(model)
+    path = motion_dir / motion_mod.SYNTHETIC_NAME
+    motion_mod.save_motion(synthetic, path)
+    clips[SYNTHETIC] = (path, motion_mod.load_motion(path, model),  # the real validator checks it too
+                        {"generator": {"seed": motion_mod.SYNTHETIC_SEED,
+                                       "duration_s": motion_mod.SYNTHETIC_DURATION_S}})
+    name = clip_name(req)
+    if req.motion is not None:
+        clip = motion_mod.load_motion(req.motion, model)
+        path = motion_dir / f"custom-{req.motion.name}"
+        shutil.copyfile(req.motion, path)
+        clips[name] = (path, clip, {"origin": str(req.motion)})
+    elif name in PUBLISHED_CLIPS:
+        published = PUBLISHED_CLIPS[name]
+        fix = f"pass --clip-wheel {published.wheel.filename} or --clip {SYNTHETIC}"
+        wheel = req.clip_wheel or fetch_pinned_wheel(published.wheel, req.cache_dir, fix=fix)
+        if not wheel.is_file():
+            raise InvalidInput(f"--clip-wheel {wheel}: no such file")
+        digest = sha256_file(wheel)
+        converted = convert_by_name(read_member(wheel, published), f"{wheel}:{published.archive_name}", model)
+        path = motion_dir / published.file_name
+        motion_mod.save_motion(converted, path)
+        clips[name] = (path, motion_mod.load_motion(path, model), {"wheel": {
+            "spec": published.wheel.requirement, "sha256": digest, "member": published.archive_name,
+            "kind": "pinned_wheel" if digest == published.wheel.sha256 else "wheel",
+            "license": wheel_license(wheel)}})
+    elif name != SYNTHETIC:
+        raise InvalidInput(f"--clip {name}: unknown clip; valid: {', '.join(CLIP_CHOICES)}")
+    return name, clips
 
 
 def materialize_robot(req: PullRequest, staging: Path) -> dict[str, Any]:
@@ -148,6 +203,10 @@ def dest_lock(dest: Path) -> Iterator[None]:
 def pull_assets(req: PullRequest) -> dict[str, Any]:
     if req.robot not in ROBOTS:
         raise InvalidInput(f"--robot {req.robot}: unknown robot; valid: {', '.join(ROBOTS)}")
+    if req.clip not in CLIP_CHOICES:
+        raise InvalidInput(f"--clip {req.clip}: unknown clip; valid: {', '.join(CLIP_CHOICES)}")
+    if req.clip_wheel is not None and not req.clip_wheel.is_file():
+        raise InvalidInput(f"--clip-wheel {req.clip_wheel}: no such file")
     with dest_lock(req.dest):
         return _pull_locked(req)
 
@@ -157,12 +216,14 @@ def _pull_locked(req: PullRequest) -> dict[str, Any]:
     if existing is not None and same_request(existing, req):
         problems = manifest_problems(existing)
         if not problems:
-            print(f"assets: {req.manifest} verified ({len(existing['files']) + 2} files); nothing changed")
+            count = len(existing["files"]) + 1 + len(existing["motions"])
+            print(f"assets: {req.manifest} verified ({count} files); nothing changed")
             return existing
-        for line in problems:
-            print(f"assets: {line}", file=sys.stderr)
         if not req.repair:
-            raise InvalidInput(f"{problems[0]}; run `soaklab assets pull --repair` to restore it")
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise InvalidInput(f"{problems[0]}{more}; run `soaklab assets pull --repair` to restore it")
+        for line in problems:
+            print(f"assets: repairing {line}", file=sys.stderr)
     if offline() and req.source is None and not (req.cache_dir / G1_WHEEL.filename).is_file():
         raise InvalidInput(
             f"SOAKLAB_OFFLINE=1: G1 assets are missing under {req.robot_dir} and fetching is disabled; "
@@ -177,19 +238,7 @@ def _pull_locked(req: PullRequest) -> dict[str, Any]:
         scene_path = scene_mod.write_scene(staging / ROBOT_XML)
         model = scene_mod.load_scene(scene_path)
         scene_info = check_scene(model, scene_path)
-        motion_dir = staging / "motions"
-        if req.motion is not None:
-            clip = motion_mod.load_motion(req.motion, model)
-            motion_file = motion_dir / req.motion.name
-            motion_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(req.motion, motion_file)
-            generator = None
-        else:
-            clip = motion_mod.generate_synthetic_clip(model)
-            motion_file = motion_dir / motion_mod.SYNTHETIC_NAME
-            motion_mod.save_motion(clip, motion_file)
-            generator = {"seed": motion_mod.SYNTHETIC_SEED, "duration_s": motion_mod.SYNTHETIC_DURATION_S}
-            motion_mod.load_motion(motion_file, model)  # the synthetic clip passes the real validator
+        default, clips = materialize_clips(req, model, staging / "motions")
         # Swap the complete tree in; the old one is removed only now.
         shutil.rmtree(req.robot_dir, ignore_errors=True)
         staging.rename(req.robot_dir)
@@ -199,8 +248,11 @@ def _pull_locked(req: PullRequest) -> dict[str, Any]:
 
     final = req.robot_dir
     scene_final = final / scene_path.name
-    motion_final = final / "motions" / motion_file.name
-    robot_files = sorted(p for p in final.rglob("*") if p.is_file() and p not in (scene_final, motion_final))
+    clip_files = {name: final / "motions" / path.name for name, (path, _, _) in clips.items()}
+    robot_files = sorted(p for p in final.rglob("*")
+                         if p.is_file() and p != scene_final and p not in clip_files.values())
+    motions = {name: {**file_record(clip_files[name]), "frames": clip.num_frames, "fps": clip.fps, **provenance}
+               for name, (_, clip, provenance) in clips.items()}
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "robot": req.robot,
@@ -208,21 +260,18 @@ def _pull_locked(req: PullRequest) -> dict[str, Any]:
         "root": str(final),
         "files": [file_record(p) for p in robot_files],
         "scene": {**file_record(scene_final), **scene_info},
-        "motion": {
-            **file_record(motion_final),
-            "frames": clip.num_frames,
-            "fps": clip.fps,
-            "synthetic": req.motion is None,
-            "origin": str(req.motion) if req.motion else None,
-            "generator": generator,
-        },
+        # The clip a run tracks unless env.motion names another of `motions`.
+        "motion": {**motions[default], "clip": default, "synthetic": default == SYNTHETIC,
+                   "origin": str(req.motion) if req.motion else None},
+        "motions": motions,
     }
     validate_artifact("assets_manifest", manifest)
     write_json_atomic(req.manifest, manifest)
+    motion = manifest["motion"]
     print(
         f"assets: {req.robot} from {source['kind']} {source['spec']} -> {final} "
         f"({len(robot_files)} files, scene nq={scene_info['nq']} nu={scene_info['nu']}, "
-        f"motion {clip.num_frames} frames at {clip.fps:g} fps{' (synthetic)' if req.motion is None else ''}); "
+        f"clips {', '.join(motions)}; default {default}: {motion['frames']} frames at {motion['fps']:g} fps); "
         f"manifest {req.manifest}"
     )
     return manifest

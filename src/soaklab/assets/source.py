@@ -55,15 +55,16 @@ def offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "") == "1"
 
 
-def fetch_pinned_wheel(wheel: PinnedWheel, cache_dir: Path) -> Path:
-    """Return the verified pinned wheel, downloading it with the environment's pip config if needed."""
+def fetch_pinned_wheel(wheel: PinnedWheel, cache_dir: Path, fix: str = "pass --source WHEEL_OR_DIR") -> Path:
+    """Return the verified pinned wheel, downloading it with the environment's pip config if needed.
+    `fix` is what the one-line error offers an air-gapped host."""
     cached = cache_dir / wheel.filename
     if cached.is_file() and sha256_file(cached) == wheel.sha256:
         return cached
     if offline():
         raise InvalidInput(
             f"{OFFLINE_ENV}=1: {wheel.requirement} is not cached at {cached} and fetching is disabled; "
-            "pass --source WHEEL_OR_DIR or unset the variable"
+            f"{fix} or unset the variable"
         )
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
@@ -75,7 +76,7 @@ def fetch_pinned_wheel(wheel: PinnedWheel, cache_dir: Path) -> Path:
         if proc.returncode != 0 or not got.is_file():
             detail = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
             raise RuntimeFailure(
-                f"assets: cannot fetch {wheel.requirement}: {detail}; pass --source for air-gapped hosts"
+                f"assets: cannot fetch {wheel.requirement}: {detail}; {fix} on air-gapped hosts"
             )
         verify_wheel(got, wheel)
         os.replace(got, cached)

@@ -19,6 +19,7 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.max_iterations": 1,
     "algo.replay_buffer_size": 1,
     "algo.learning_starts": 0,
+    "algo.n_step": 1,
     "algo.actor_hidden": 1,
     "algo.critic_hidden": 1,
     "algo.num_blocks": 1,
@@ -33,6 +34,8 @@ INT_MINIMUMS: dict[str, int] = {
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "env.sampler": ("uniform", "adaptive"),
+    "task.action_bounds": ("joint_limits", "motor_scale"),
+    "algo.warmup_actions": ("uniform", "policy"),
 }
 
 # Set by the owner or by resolution; an override of them fails closed with the reason.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.config.compose import ComposedConfig
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, SettingError
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
@@ -42,10 +42,10 @@ class ResolvedRun:
         return task_spaces(self.composed.task)
 
     @property
-    def reward_terms(self) -> tuple[str, ...]:
-        from soaklab.tasks.registry import reward_terms
+    def collector_metrics(self) -> tuple[str, ...]:
+        from soaklab.tasks.registry import collector_metrics
 
-        return reward_terms(self.composed.task)
+        return collector_metrics(self.composed.task)
 
     @property
     def scene(self) -> str | None:
@@ -56,8 +56,11 @@ class ResolvedRun:
         """The composed config with the resolved carrier written to env.collector_tensor_device."""
         cfg = json.loads(json.dumps(self.composed.config))
         cfg["env"]["collector_tensor_device"] = self.devices.carrier
-        if self.assets and cfg["env"]["motion"] is None:
-            cfg["env"]["motion"] = self.assets["motion"]
+        if self.assets:
+            # null = the manifest's default clip; a clip name of the manifest = that clip; else a path.
+            motion = cfg["env"]["motion"]
+            clips = self.assets.get("motions", {})
+            cfg["env"]["motion"] = self.assets["motion"] if motion is None else clips.get(motion, motion)
         return cfg
 
     def record(self) -> dict[str, Any]:
@@ -98,6 +101,7 @@ def assets_record(manifest_path: Path | None) -> dict[str, Any] | None:
             "manifest_sha256": hashlib.sha256(raw).hexdigest(),
             "scene": manifest["scene"]["path"],
             "motion": manifest["motion"]["path"],
+            "motions": {name: clip["path"] for name, clip in manifest.get("motions", {}).items()},
         }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInput(
@@ -121,6 +125,10 @@ def resolve_run_config(
         allow_cuda_learner_cpu_carrier,
     )
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
+    n_step = composed.get("algo.n_step")
+    if n_step * settings.num_envs > replay:
+        raise SettingError("algo.n_step", n_step, f"needs algo.replay_buffer_size >= n_step x num_envs = "
+                           f"{n_step * settings.num_envs} (it is {replay})")
     budget = compute_memory_budget(settings, replay, task_spaces(composed.task), devices, host)
     check_memory_budget(budget)
     return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path))

@@ -26,6 +26,11 @@ REQUIRED_TAGS = (
 EPISODE_TAGS = ("Train/mean_reward", "Train/episode_length")
 # Expected tags that are absent are reported as null and listed under "missing".
 EXPECTED_TAGS = REQUIRED_TAGS + EPISODE_TAGS
+# Whether the agent tracks (tasks that log them; null where a task does not): the share of ended
+# episodes that ran to the time limit or the clip's end, and the errors on the current frame.
+TRACKING = {"timeout_fraction": "Train/timeout_fraction", "episode_length": "Train/episode_length",
+            "body_pos_error_m": "Train/tracking/body_pos_error_m",
+            "joint_pos_error_rad": "Train/tracking/joint_pos_error_rad"}
 # Where an iteration's time goes: the phase breakdown a throughput report quotes.
 PHASES = {"learner_inference": "Perf/learner_inference_ms", "learner_ingress": "Perf/learner_ingress_ms",
           "learner_update": "Perf/learner_update_ms", "collector_env_step": "Perf/collector_env_step_ms",
@@ -86,6 +91,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         "missing": missing,
         "non_finite": non_finite,
         "phases_ms": {name: (values.get(tag) or {}).get("mean") for name, tag in PHASES.items()},
+        "tracking": {name: (values.get(tag) or {}).get("mean") for name, tag in TRACKING.items()},
     }
     validate_artifact("metrics", metrics)
     if csv is not None:

@@ -1,4 +1,5 @@
-"""One PNG per run: throughput, episode return and losses against iteration."""
+"""One PNG per run: throughput, episode return, how episodes end, tracking error and losses
+against iteration."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ def plot_run(frame: pd.DataFrame, path: Path, title: str) -> None:
 
     panels = [("throughput (env steps/s)", ["Perf/total_fps", "perf/total_fps"]),
               ("mean episode return", ["Train/mean_reward"]),
+              ("share of episodes ending by time-out", ["Train/timeout_fraction"]),
+              ("tracking error (m, rad)", ["Train/tracking/body_pos_error_m", "Train/tracking/joint_pos_error_rad"]),
               ("losses", sorted(t for t in frame["tag"].unique() if t.startswith("Loss/")
                                 and t.split("/", 1)[1] in ("critic", "actor")))]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 9), sharex=True)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 13), sharex=True)
     for ax, (label, tags) in zip(axes, panels, strict=True):
         for tag in tags:
             points = frame[frame["tag"] == tag]

@@ -29,6 +29,7 @@ from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
+from soaklab.tasks.registry import step_metrics
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class CollectorSpec:
     scene: str | None
     vector_steps: int
     metrics_interval: int
-    reward_terms: tuple[str, ...]
+    metric_names: tuple[str, ...]  # soaklab.tasks.registry.collector_metrics
     torch_threads: int
     parent_pid: int
     fault: Fault | None
@@ -117,7 +118,7 @@ class Collector:
         self.rows = self.layout.row_slices()
         # Transitions are staged where the carrier lives, then published chunk by chunk.
         self.staging = torch.zeros(self.layout.num_envs, self.layout.row_width, device=self.transport.device)
-        self.term_sums = torch.zeros(len(spec.reward_terms), dtype=torch.float64, device=self.env_device)
+        self.term_sums = torch.zeros(len(spec.metric_names), dtype=torch.float64, device=self.env_device)
         self.term_count = 0
 
     def parent_alive(self) -> bool:
@@ -210,7 +211,8 @@ class Collector:
                 rows[:, r["reward"]] = result.reward[:, None]
                 rows[:, r["terminated"]] = result.terminated[:, None]
                 rows[:, r["truncated"]] = result.truncated[:, None]
-                self.term_sums += torch.stack([result.reward_terms[k].mean() for k in self.spec.reward_terms]).double()
+                values = step_metrics(result)
+                self.term_sums += torch.stack([values[k].mean() for k in self.spec.metric_names]).double()
                 self.term_count += 1
                 prev[g] = (result.obs, result.critic_obs)
                 if not last:  # after the final step nothing is left to answer

@@ -154,7 +154,7 @@ class Learner:
         s = self.settings
         layout = Layout(num_envs=s.num_envs, capacity=s.inference_slot_capacity, obs_dim=spaces.actor_obs,
                         critic_dim=spaces.critic_obs, action_dim=spaces.action, depth=s.replay_ingress_depth,
-                        slot_rows=s.replay_ingress_slot_rows, num_metrics=len(self.resolved.reward_terms))
+                        slot_rows=s.replay_ingress_slot_rows, num_metrics=len(self.resolved.collector_metrics))
         self.layout = layout
         ctx = mp.get_context("spawn")
         carrier = self.resolved.devices.carrier
@@ -168,15 +168,17 @@ class Learner:
                                 {"config_hash": self.resolved.record()["config_hash"], "run_dir": str(self.run_dir)})
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.config["algo"], self.device)
-        self.replay = ReplayRing(int(self.config["algo"]["replay_buffer_size"]), layout.row_width,
-                                 layout.row_slices(), self.device, seed=int(self.config["algo"]["seed"]) + 1)
+        algo = self.config["algo"]
+        self.replay = ReplayRing(int(algo["replay_buffer_size"]), layout.row_width, layout.row_slices(), self.device,
+                                 seed=int(algo["seed"]) + 1, stride=s.num_envs, n_step=int(algo["n_step"]),
+                                 gamma=float(algo["gamma"]))
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
         spec = CollectorSpec(
             handles=self.handles, task=self.resolved.composed.task, config=self.config,
             scene=self.resolved.scene, vector_steps=self.max_iterations,
-            metrics_interval=s.collector_metrics_interval, reward_terms=self.resolved.reward_terms,
+            metrics_interval=s.collector_metrics_interval, metric_names=self.resolved.collector_metrics,
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault, run_dir=str(self.run_dir),
         )
         self.shutdown.phase = "spawn"
@@ -234,7 +236,8 @@ class Learner:
         self.agent.bind(self.replay, self.settings.batch_size)
         self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
                                     self.agent.diag_names, self.device)
-        first_update = max(self.learning_starts, UPDATE_LAG_VECTORS)  # round `it` reads vector it - lag
+        # Round `it` reads vectors up to it - lag, and an n-step window needs n of them.
+        first_update = max(self.learning_starts, UPDATE_LAG_VECTORS + self.replay.n_step - 1)
         update_count = 0
         last_counters = ctl.copy()
         mark = time.perf_counter()
@@ -246,7 +249,7 @@ class Learner:
                 wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
                 obs = transport.obs(g, b - a, self.device)  # on CUDA: the stream waits for the collector
                 with self.timer.span("inference"):
-                    if it < self.learning_starts and not self.hold_updates:
+                    if it < self.learning_starts and not self.hold_updates and self.agent.warmup_actions == "uniform":
                         actions = self.agent.random_actions(b - a)
                     else:
                         actions = self.agent.act(obs, slice(a, b), explore=True)
@@ -331,8 +334,13 @@ class Learner:
             "Ingress/high_water_occupancy": float(ctl[C.HIGH_WATER]),
             "Ingress/backpressure_waits": float(ctl[C.BACKPRESSURE_WAITS]),
         }
-        for i, term in enumerate(self.resolved.reward_terms):
-            values[f"Train/reward/{term}"] = float(metrics[i])
+        names = self.resolved.collector_metrics
+        for i, name in enumerate(names):
+            values[f"Train/{name}"] = float(metrics[i])
+        # Of the episodes that ended: the share that ran to the time limit or the clip's end.
+        ended = float(metrics[names.index("episodes/terminated")] + metrics[names.index("episodes/truncated")])
+        values["Train/timeout_fraction"] = (float(metrics[names.index("episodes/truncated")]) / ended
+                                            if ended > 0 else None)
         return values
 
     def _fault_hooks(self, it: int) -> None:

@@ -8,7 +8,7 @@ one), so a replay row's next_obs is always the true successor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -26,6 +26,7 @@ class StepResult:
     final_obs: torch.Tensor  # [N, actor_obs] before resets (equals obs where nothing ended)
     final_critic_obs: torch.Tensor  # [N, critic_obs] before resets
     reward_terms: dict[str, torch.Tensor]  # each [N], weighted as summed into reward
+    metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # each [N]: task measures, not rewarded
 
     @property
     def done(self) -> torch.Tensor:

@@ -29,6 +29,10 @@ from soaklab.tasks.spaces import TASK_SPACES
 SPACES = TASK_SPACES["g1_motion_tracking"]
 REWARD_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
                 "action_rate", "joint_limit", "undesired_contacts")
+# Per-step tracking errors on the current reference frame (logged, never rewarded): mean distance
+# of the tracked bodies from the re-anchored reference (m) and mean joint-angle error (rad).
+TRACKING_METRICS = ("body_pos_error_m", "joint_pos_error_rad")
+ACTION_BOUNDS = ("joint_limits", "motor_scale")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class TrackingConfig:
     anchor_body: str
     tracked_bodies: tuple[str, ...]
     end_effector_bodies: tuple[str, ...]
+    action_bounds: str
     action_scale_factor: float
     weights: dict[str, float]
     stds: dict[str, float]
@@ -62,6 +67,7 @@ class TrackingConfig:
             anchor_body=task["anchor_body"],
             tracked_bodies=tuple(task["tracked_bodies"]),
             end_effector_bodies=tuple(task["end_effector_bodies"]),
+            action_bounds=str(task["action_bounds"]),
             action_scale_factor=float(task["action_scale_factor"]),
             weights={k: float(v["weight"]) for k, v in rewards.items()},
             stds={k: float(v["std"]) for k, v in rewards.items() if "std" in v},
@@ -202,9 +208,8 @@ class G1MotionTrackingEnv:
         self.end_effectors = torch.tensor([frames.index(n) for n in cfg.end_effector_bodies], device=dev)
         joints = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(1, model.njnt)]
         self.default_joint_pos = t([g1.default_joint_pos(j) for j in joints])
-        self.action_scale = t([cfg.action_scale_factor * g1.motor_class(j).effort_limit / g1.motor_class(j).kp
-                               for j in joints])
         lo, hi = t(model.jnt_range[1:, 0]), t(model.jnt_range[1:, 1])
+        self.action_scale = action_scale(cfg, joints, self.default_joint_pos, lo, hi)
         mid, half = (lo + hi) / 2, (hi - lo) / 2
         self.joint_lo, self.joint_hi = lo, hi
         self.soft_lo, self.soft_hi = mid - cfg.soft_ratio * half, mid + cfg.soft_ratio * half
@@ -261,12 +266,17 @@ class G1MotionTrackingEnv:
 
     # -- terms -------------------------------------------------------------------------------------
     def reward_terms(self, robot: dict, ref: dict, action: torch.Tensor,
-                     previous_action: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Each term weighted (and scaled by ctrl_dt) as it enters the reward."""
+                     previous_action: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Each term weighted (and scaled by ctrl_dt) as it enters the reward; and the tracking
+        errors (TRACKING_METRICS) measured on the same re-anchored reference."""
         a, s, w = self.anchor, self.cfg.stds, self.cfg.weights
         tb = self.tracked
         ref_pos, ref_quat = terms.reanchor(ref["pos"][:, tb], ref["quat"][:, tb], ref["pos"][:, a], ref["quat"][:, a],
                                            robot["pos"][:, a], robot["quat"][:, a])
+        metrics = {
+            "body_pos_error_m": (ref_pos - robot["pos"][:, tb]).norm(dim=-1).mean(-1),
+            "joint_pos_error_rad": (ref["joint_pos"] - robot["joint_pos"]).abs().mean(-1),
+        }
         raw = {
             "anchor_pos": terms.anchor_pos_reward(ref["pos"][:, a], robot["pos"][:, a], s["anchor_pos"]),
             "anchor_ori": terms.anchor_ori_reward(ref["quat"][:, a], robot["quat"][:, a], s["anchor_ori"]),
@@ -279,7 +289,7 @@ class G1MotionTrackingEnv:
             "undesired_contacts": robot["contacts"],
         }
         dt = self.cfg.ctrl_dt
-        return {name: w[name] * value * dt for name, value in raw.items()}
+        return {name: w[name] * value * dt for name, value in raw.items()}, metrics
 
     def failures(self, robot: dict, ref: dict) -> torch.Tensor:
         a, ee = self.anchor, self.end_effectors
@@ -383,13 +393,15 @@ class G1MotionTrackingEnv:
         return self.evaluate(actions)
 
     def step_terms(self, frame: torch.Tensor, actions: torch.Tensor, previous_action: torch.Tensor
-                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rewards, failures and observations of every env: a pure function of the packed state,
-        the reference frame and the actions, so it can run compiled (one fused graph) or eager."""
+                   ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
+                              torch.Tensor]:
+        """Rewards, tracking errors, failures and observations of every env: a pure function of the
+        packed state, the reference frame and the actions, so it can run compiled (one fused graph)
+        or eager."""
         robot, ref = self._robot(), self._reference(frame)
-        reward_terms = self.reward_terms(robot, ref, actions, previous_action)
+        reward_terms, metrics = self.reward_terms(robot, ref, actions, previous_action)
         final_obs, final_critic = self.observe(robot, ref, actions)
-        return reward_terms, self.failures(robot, ref), final_obs, final_critic
+        return reward_terms, metrics, self.failures(robot, ref), final_obs, final_critic
 
     def evaluate(self, actions: torch.Tensor) -> StepResult:
         """Everything after physics: advance the reference, terms, observations, resets."""
@@ -398,7 +410,8 @@ class G1MotionTrackingEnv:
             return self._device.evaluate(actions)
         self.episode_step += 1
         frame = self.frame
-        reward_terms, terminated, final_obs, final_critic = self._step_terms(frame, actions, self.last_action)
+        reward_terms, metrics, terminated, final_obs, final_critic = self._step_terms(frame, actions,
+                                                                                      self.last_action)
         reward = torch.stack(list(reward_terms.values())).sum(0)
         truncated = ((self.episode_step >= self.max_episode_steps) | (frame >= self.num_frames - 1)) & ~terminated
         self.last_action = actions.clone()
@@ -412,7 +425,7 @@ class G1MotionTrackingEnv:
             obs, critic = final_obs.clone(), final_critic.clone()
             obs[ids], critic[ids] = self.observe(self._robot(ids), self._reference(self.frame[ids]),
                                                  self.last_action[ids])
-        return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms)
+        return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms, metrics)
 
     def diagnostics(self) -> dict:
         record = self.backend.diagnostics()
@@ -440,6 +453,7 @@ class DeviceStep:
         n, dev, spaces = env.num_envs, env.device, SPACES
         self.actions = torch.zeros(n, spaces.action, device=dev)
         self.terms = torch.zeros(len(REWARD_TERMS), n, device=dev)
+        self.metrics = torch.zeros(len(TRACKING_METRICS), n, device=dev)
         self.reward = torch.zeros(n, device=dev)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.truncated = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -458,9 +472,10 @@ class DeviceStep:
         env = self.env
         env.episode_step += 1
         frame = env.frame
-        terms, terminated, final_obs, final_critic = env._step_terms(frame, self.actions, env.last_action)
+        terms, metrics, terminated, final_obs, final_critic = env._step_terms(frame, self.actions, env.last_action)
         stacked = torch.stack([terms[k] for k in REWARD_TERMS])
         self.terms.copy_(stacked)
+        self.metrics.copy_(torch.stack([metrics[k] for k in TRACKING_METRICS]))
         self.reward.copy_(stacked.sum(0))
         truncated = ((env.episode_step >= env.max_episode_steps) | (frame >= env.num_frames - 1)) & ~terminated
         self.terminated.copy_(terminated)
@@ -487,8 +502,9 @@ class DeviceStep:
         # Callers keep the observations for the next transition: they get their own copy. The other
         # fields are this step's buffers, valid until the next step.
         terms = dict(zip(REWARD_TERMS, self.terms.unbind(0), strict=True))
+        metrics = dict(zip(TRACKING_METRICS, self.metrics.unbind(0), strict=True))
         return StepResult(self.obs.clone(), self.critic.clone(), self.reward, self.terminated, self.truncated,
-                          self.final_obs, self.final_critic, terms)
+                          self.final_obs, self.final_critic, terms, metrics)
 
     def diagnostics(self) -> dict[str, Any]:
         from soaklab.capture import graph_diagnostics
@@ -498,6 +514,23 @@ class DeviceStep:
     def close(self) -> None:
         for step in self.steps:
             step.close()
+
+
+def action_scale(cfg: TrackingConfig, joints: list[str], default: torch.Tensor, lo: torch.Tensor,
+                 hi: torch.Tensor) -> torch.Tensor:
+    """Radians of joint target per unit of action, per joint.
+
+    `joint_limits` (the default, as FlashSAC's and holosoma's off-policy tracking agents do): an
+    action of +-1 reaches the joint limit farthest from the default pose, so every pose of the
+    joint's range is reachable by a tanh-bounded policy. `motor_scale` (BeyondMimic's PPO setting):
+    action_scale_factor x effort limit / kp, a few tenths of a radian, so a policy whose actions
+    saturate at +-1 cannot reach poses far from the default (a deep squat, an arm overhead)."""
+    if cfg.action_bounds == "joint_limits":
+        return torch.maximum(default - lo, hi - default)
+    if cfg.action_bounds == "motor_scale":
+        scales = [cfg.action_scale_factor * g1.motor_class(j).effort_limit / g1.motor_class(j).kp for j in joints]
+        return torch.tensor(scales, dtype=torch.float32, device=default.device)
+    raise InvalidInput(f"task.action_bounds={cfg.action_bounds}: expected one of {', '.join(ACTION_BOUNDS)}")
 
 
 def episode_return_bound(cfg: TrackingConfig) -> float:

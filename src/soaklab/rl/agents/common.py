@@ -23,12 +23,18 @@ from torch import nn
 from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
 from soaklab.rl.replay import ReplayRing
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+def log_std_of(raw: torch.Tensor, bounds: tuple[float, float]) -> torch.Tensor:
+    """The actor's log-std head mapped smoothly into [lo, hi] (tanh, not a clamp: the gradient never
+    dies at a bound). A zero-initialised head starts at the midpoint, e.g. std e^-2.5 ~ 0.08 for
+    (-5, 0): the first episodes act near the mean, not at random."""
+    lo, hi = bounds
+    return lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1)
 
 
-def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def squash(mean: torch.Tensor, raw_log_std: torch.Tensor, noise: torch.Tensor, bounds: tuple[float, float]
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """tanh(mean + std * noise) and its log-probability (with the tanh correction)."""
-    log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    log_std = log_std_of(raw_log_std, bounds)
     pre = mean + log_std.exp() * noise
     action = torch.tanh(pre)
     log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -92,6 +98,45 @@ def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=lr)
 
 
+class ObsNormalizer(nn.Module):
+    """Running mean and variance of an observation vector (Chan's parallel update, float64
+    statistics); `forward` standardises and clips to +-CLIP. Updated in place from the sampled
+    batches inside the update, so the captured update keeps it current without a host read."""
+
+    CLIP = 10.0
+
+    def __init__(self, dim: int, enabled: bool = True) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("scale", torch.ones(dim))  # 1 / std, as float32 for the forward
+        self.register_buffer("shift", torch.zeros(dim))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        if not self.enabled:
+            return
+        x = x.double()
+        n = x.shape[0]
+        batch_mean = x.mean(0)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean.add_(delta * n / total)
+        self.m2.add_(((x - batch_mean) ** 2).sum(0) + delta * delta * self.count * n / total)
+        self.count.copy_(total)
+        std = (self.m2 / (self.count - 1).clamp_min(1)).sqrt()
+        # Constant features (a zero std) pass through centred instead of blowing up.
+        self.scale.copy_(torch.where(std > 1e-6, 1.0 / std.clamp_min(1e-6), torch.ones_like(std)).float())
+        self.shift.copy_(self.mean.float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        return ((x - self.shift) * self.scale).clamp(-self.CLIP, self.CLIP)
+
+
 def seeded_generator(seed: int, device: torch.device) -> torch.Generator:
     """All of an agent's randomness comes from one generator (lock-step reproducibility)."""
     generator = torch.Generator(device=device)
@@ -109,9 +154,19 @@ class OffPolicyAgent:
 
     diag_names: tuple[str, ...] = ()
 
-    def __init__(self, action_dim: int, cfg: dict[str, Any], device: torch.device) -> None:
+    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, cfg: dict[str, Any],
+                 device: torch.device) -> None:
         self.device = device
         self.action_dim = action_dim
+        # Observation standardisation (algo.obs_normalization): the agent sees normalised actor and
+        # critic observations everywhere; the replay keeps raw ones.
+        enabled = bool(cfg["obs_normalization"])
+        self.obs_norm = ObsNormalizer(obs_dim, enabled).to(device)
+        self.log_std_bounds = (float(cfg["log_std_min"]), float(cfg["log_std_max"]))
+        # uniform: random actions until learning starts; policy: the initial policy acts from the
+        # first step (near its zero mean: the default pose for joint targets).
+        self.warmup_actions = str(cfg["warmup_actions"])
+        self.critic_norm = ObsNormalizer(critic_dim, enabled).to(device)
         self.generator = seeded_generator(int(cfg["seed"]), device)
         # Decided once, when the agent is built (SOAKLAB_LEARNER_CUDA_GRAPH is read here).
         self.graphs = graph_requested(device)
@@ -138,8 +193,15 @@ class OffPolicyAgent:
         return next(iter(self._updates))
 
     def _batch(self) -> dict[str, torch.Tensor]:
+        """A replay batch with normalised observations (the statistics first take in this batch)."""
         assert self.replay is not None, "bind() the replay ring first"
-        return self.replay.sample(self.batch_size)
+        batch = self.replay.sample(self.batch_size)
+        self.obs_norm.update(batch["obs"])
+        self.critic_norm.update(batch["critic"])
+        for key, norm in (("obs", self.obs_norm), ("next_obs", self.obs_norm), ("critic", self.critic_norm),
+                          ("next_critic", self.critic_norm)):
+            batch[key] = norm(batch[key])
+        return batch
 
     def _record(self, **values: torch.Tensor) -> None:
         """Write scalars into the diagnostics buffer (device to device: no host read)."""
@@ -157,14 +219,14 @@ class OffPolicyAgent:
         """Actions for the envs `env_ids`. The exploring call of each env group is one captured
         step that reads a static input buffer; its result is valid until the group's next call."""
         if not explore:
-            return self._mean_action(obs)
+            return self._mean_action(self.obs_norm(obs))
         key = (env_ids.start or 0, env_ids.stop)
         if key not in self._inference:
             static_obs = torch.zeros_like(obs)
             out = torch.zeros(obs.shape[0], self.action_dim, device=self.device)
 
             def step() -> None:
-                out.copy_(self._explore(static_obs, env_ids))
+                out.copy_(self._explore(self.obs_norm(static_obs), env_ids))
 
             self._inference[key] = (CapturedStep(f"inference_{key[0]}_{key[1]}", step, self.device,
                                                  (self.generator,), requested=self.graphs), static_obs, out)
@@ -194,4 +256,8 @@ class OffPolicyAgent:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
+        return {**self.networks(), "obs_norm": self.obs_norm.state_dict(),
+                "critic_norm": self.critic_norm.state_dict()}
+
+    def networks(self) -> dict[str, Any]:
         raise NotImplementedError

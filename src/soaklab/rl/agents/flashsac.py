@@ -63,12 +63,13 @@ class FlashSACAgent(OffPolicyAgent):
 
     def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
                  device: torch.device) -> None:
-        super().__init__(action_dim, cfg, device)
+        super().__init__(obs_dim, critic_dim, action_dim, cfg, device)
         self.gamma, self.tau = float(cfg["gamma"]), float(cfg["tau"])
         self.actor_interval = int(cfg["actor_update_interval"])
         self.use_amp = bool(cfg["use_amp"]) and device.type == "cuda"
         blocks = int(cfg["num_blocks"])
-        self.actor = ResidualTrunk(1, obs_dim, int(cfg["actor_hidden"]), blocks, 2 * action_dim).to(device)
+        self.actor = ResidualTrunk(1, obs_dim, int(cfg["actor_hidden"]), blocks, 2 * action_dim,
+                                   zero_head=True).to(device)
         # Both critics are one batched module (members stacked): one kernel per layer for the pair.
         self.critics = ResidualTrunk(2, critic_dim + action_dim, int(cfg["critic_hidden"]), blocks,
                                      int(cfg["num_bins"]), zero_head=True).to(device)
@@ -112,7 +113,7 @@ class FlashSACAgent(OffPolicyAgent):
             mean, log_std = self.actor(obs)[0].float().chunk(2, dim=-1)
         if noise is None:
             noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
-        return squash(mean, log_std, noise)
+        return squash(mean, log_std, noise, self.log_std_bounds)
 
     def _mean_action(self, obs: torch.Tensor) -> torch.Tensor:
         with eval_mode(self.actor), self._autocast():
@@ -135,12 +136,13 @@ class FlashSACAgent(OffPolicyAgent):
     def observe_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         self.return_scale.observe(rewards, dones)
 
-    def _project(self, rewards: torch.Tensor, not_done: torch.Tensor, next_probs: torch.Tensor,
+    def _project(self, rewards: torch.Tensor, discount: torch.Tensor, next_probs: torch.Tensor,
                  next_entropy: torch.Tensor) -> torch.Tensor:
-        """Project r + gamma * (z - alpha log pi) onto the fixed support (C51 projection)."""
+        """Project r + discount * (z - alpha log pi) onto the fixed support (C51 projection); the
+        discount is gamma^steps of the n-step window, 0 after a termination."""
         z, v_min, v_max = self.support, self.v_min, self.v_max
         delta = (v_max - v_min) / (self.num_bins - 1)
-        tz = (rewards[:, None] + self.gamma * not_done[:, None] * (z[None, :] + next_entropy[:, None]))
+        tz = (rewards[:, None] + discount[:, None] * (z[None, :] + next_entropy[:, None]))
         b = (tz.clamp(v_min, v_max) - v_min) / delta
         lower, upper = b.floor().long(), b.ceil().long()
         same = lower == upper
@@ -165,7 +167,8 @@ class FlashSACAgent(OffPolicyAgent):
             pick = self._q(next_logits).argmin(-1)  # the pessimistic critic's distribution
             next_probs = next_logits.softmax(-1).gather(1, pick[:, None, None].expand(-1, 1, self.num_bins))[:, 0]
             entropy = -self.temperature.alpha * next_log_prob
-            target = self._project(rewards, 1 - batch["terminated"][:, 0], next_probs, entropy)
+            discount = batch["discount"][:, 0] * (1 - batch["terminated"][:, 0])
+            target = self._project(rewards, discount, next_probs, entropy)
         logits = self._dist(self.critics, batch["critic"], batch["action"])
         critic_loss = -(target[:, None, :] * logits.log_softmax(-1)).sum(-1).mean()
         self.critic_opt.zero_grad(set_to_none=True)
@@ -190,6 +193,6 @@ class FlashSACAgent(OffPolicyAgent):
         self.alpha_opt.step()
         self._record(actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha)
 
-    def state_dict(self) -> dict[str, Any]:
+    def networks(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
                 "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}

@@ -90,9 +90,9 @@ class ResidualTrunk(nn.Module):
         if zero_head:
             # A categorical critic starts uniform over its symmetric support, i.e. at Q = 0: a random
             # head starts Q at an arbitrary value, and a negative one makes early termination look
-            # better than staying alive until the critic has unlearned it.
-            nn.init.zeros_(self.head.weight)
-            nn.init.zeros_(self.head.bias)
+            # better than staying alive until the critic has unlearned it. An actor starts at mean 0
+            # with its log-std at the middle of its range.
+            zero_init(self.head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, inp] (shared by every member) or [n, B, inp] -> [n, B, out]."""
@@ -105,16 +105,23 @@ class ResidualTrunk(nn.Module):
         return [self.embed.weight, *[m.weight for b in self.blocks for m in (b.expand, b.project)]]
 
 
+def zero_init(layer: nn.Module) -> None:
+    nn.init.zeros_(layer.weight)
+    nn.init.zeros_(layer.bias)
+
+
 class MLP(nn.Module):
     """SAC's network: `layers` hidden ReLU layers, then a linear head."""
 
-    def __init__(self, members: int, inp: int, hidden: int, out: int, layers: int) -> None:
+    def __init__(self, members: int, inp: int, hidden: int, out: int, layers: int, zero_head: bool = False) -> None:
         super().__init__()
         self.members = members
         widths = [inp] + [hidden] * layers
         self.hidden = nn.ModuleList([EnsembleLinear(members, a, b) for a, b in zip(widths[:-1], widths[1:],
                                                                                    strict=True)])
         self.head = EnsembleLinear(members, widths[-1], out)
+        if zero_head:
+            zero_init(self.head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 2:

@@ -18,10 +18,10 @@ class SACAgent(OffPolicyAgent):
 
     def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
                  device: torch.device) -> None:
-        super().__init__(action_dim, cfg, device)
+        super().__init__(obs_dim, critic_dim, action_dim, cfg, device)
         self.gamma, self.tau = float(cfg["gamma"]), float(cfg["tau"])
         layers = int(cfg["num_blocks"])
-        self.actor = MLP(1, obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers).to(device)
+        self.actor = MLP(1, obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers, zero_head=True).to(device)
         self.critics = MLP(2, critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.temperature = Temperature(action_dim).to(device)
@@ -32,7 +32,7 @@ class SACAgent(OffPolicyAgent):
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.actor(obs)[0].chunk(2, dim=-1)
         noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
-        return squash(mean, log_std, noise)
+        return squash(mean, log_std, noise, self.log_std_bounds)
 
     def _mean_action(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.actor(obs)[0].chunk(2, dim=-1)[0])
@@ -52,7 +52,7 @@ class SACAgent(OffPolicyAgent):
             next_action, next_log_prob = self._policy(batch["next_obs"])
             target_q = self._q(self.targets, batch["next_critic"], next_action).min(-1).values
             soft = target_q - self.temperature.alpha * next_log_prob
-            y = batch["reward"][:, 0] + self.gamma * (1 - batch["terminated"][:, 0]) * soft
+            y = batch["reward"][:, 0] + batch["discount"][:, 0] * (1 - batch["terminated"][:, 0]) * soft
         q = self._q(self.critics, batch["critic"], batch["action"])
         critic_loss = (q - y[:, None]).pow(2).mean()
         self.critic_opt.zero_grad(set_to_none=True)
@@ -74,6 +74,6 @@ class SACAgent(OffPolicyAgent):
         self._record(critic=critic_loss, actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha,
                      q_mean=q.detach().mean())
 
-    def state_dict(self) -> dict[str, Any]:
+    def networks(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
                 "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}

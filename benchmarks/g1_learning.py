@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""G1 tracking learning curves against the zero-action baseline and the kinematic-replay bound.
+
+`run`: starts `soaklab train` on G1 motion tracking with the given overrides, stops it
+with SIGTERM once the wall-clock budget is spent (the run then ends as
+external_cancellation, by design of this benchmark), and reads its TensorBoard
+curves: mean episode return, episode length, share of episodes ending by time-out
+and body/joint tracking error, against wall-clock time and env steps. Writes
+<out>/<label>.json and <label>.png.
+
+`baselines`: scores the same task (same clip, start-state sampling, reward) two ways
+without a learner, on the CPU MuJoCo env: zero actions (hold the default pose), and
+kinematic replay (the robot put exactly on the reference every step: what perfect
+tracking earns). Writes <out>/baselines.json; `run` draws them when present.
+
+`table`: one row per run JSON of a folder (the ablation table), as <out>/ablation.json
+and a Markdown table on stdout.
+
+    .venv/bin/python benchmarks/g1_learning.py baselines --out benchmarks/cpu/learning
+    .venv/bin/python benchmarks/g1_learning.py run --algo flashsac --sim mujoco --minutes 20 \
+        --label flashsac-cpu --out benchmarks/cpu/learning algo.num_envs=64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from soaklab.config.compose import compose
+from soaklab.config.run_config import assets_record
+from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.metrics.events import event_file, read_events
+from soaklab.rl.logging import EpisodeStats
+from soaklab.tasks.registry import make_env
+
+MANIFEST = Path("results/assets/manifest.json")
+CURVES = {"return": "Train/mean_reward", "episode_length": "Train/episode_length",
+          "timeout_fraction": "Train/timeout_fraction", "body_pos_error_m": "Train/tracking/body_pos_error_m",
+          "joint_pos_error_rad": "Train/tracking/joint_pos_error_rad"}
+SMOOTH = 20  # points of the logged curves averaged per plotted point
+
+
+def baseline_env(num_envs: int, overrides: list[str]) -> Any:
+    assets = assets_record(MANIFEST)
+    config = compose("sac", "g1_motion_tracking", "mujoco",
+                     [f"algo.num_envs={num_envs}", *overrides, f"env.motion={json.dumps(assets['motion'])}"]).config
+    return make_env("g1_motion_tracking", config, scene=Path(assets["scene"]), compile_terms=False)
+
+
+def score(env: Any, steps: int, replay: bool) -> dict[str, Any]:
+    """Mean return/length of finished episodes, time-out share and tracking error, with zero
+    actions (physics runs) or by kinematic replay (the state is set to the reference each step)."""
+    stats = EpisodeStats(env.num_envs)
+    ends = {"terminated": 0, "truncated": 0}
+    errors = {"body_pos_error_m": [], "joint_pos_error_rad": []}
+    env.reset()
+    zeros = torch.zeros(env.num_envs, 29)
+    for _ in range(steps):
+        if replay:
+            env.episode_step += 1
+            env.set_reference_state()
+            terms, metrics, terminated, _, _ = env.step_terms(env.frame, zeros, env.last_action)
+            reward = torch.stack(list(terms.values())).sum(0)
+            truncated = ((env.episode_step >= env.max_episode_steps) | (env.frame >= env.num_frames - 1)) & ~terminated
+            done = terminated | truncated
+            env.reset(done)
+        else:
+            result = env.step(zeros)
+            reward, terminated, truncated, metrics = result.reward, result.terminated, result.truncated, result.metrics
+            done = terminated | truncated
+        stats.observe(reward, done)
+        ends["terminated"] += int(terminated.sum())
+        ends["truncated"] += int(truncated.sum())
+        for name in errors:
+            errors[name].append(float(metrics[name].mean()))
+    ended = ends["terminated"] + ends["truncated"]
+    return {"return": stats.mean_return, "episode_length": stats.mean_length,
+            "timeout_fraction": ends["truncated"] / ended if ended else None,
+            **{name: sum(v) / len(v) for name, v in errors.items()}, "steps": steps, "num_envs": env.num_envs,
+            "episodes": ended}
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    record: dict[str, Any] = {"kind": "g1_learning_baselines", "command": " ".join(sys.argv), "host": host_record(),
+                              "versions": versions(), "git": git_state(), "overrides": args.overrides}
+    for name, replay in (("zero_action", False), ("kinematic_replay", True)):
+        env = baseline_env(args.num_envs, args.overrides)
+        record[name] = score(env, args.steps, replay)
+        env.close()
+        print(name, json.dumps(record[name]), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "baselines.json").write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
+    frame, _ = read_events(event_file(run_dir))
+    num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
+        if (run_dir / "run_config.json").is_file() else None
+    time_points = frame[frame["tag"] == "Perf/iteration_time"].sort_values("step")
+    t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0])
+    table = frame[frame["tag"].isin(CURVES.values())].pivot_table(index="step", columns="tag", values="value")
+    walls = frame[frame["tag"] == "Perf/iteration_time"].set_index("step")["wall_time"]
+    points = []
+    for step, row in table.iterrows():
+        point: dict[str, Any] = {"iteration": int(step), "wall_s": round(float(walls.get(step, float("nan")) - t0), 2)}
+        for name, tag in CURVES.items():
+            value = row.get(tag)
+            point[name] = None if value is None or value != value else float(value)
+        points.append(point)
+    return points, num_envs
+
+
+def smoothed(points: list[dict[str, Any]], key: str) -> list[tuple[float, float, float]]:
+    """(wall_s, iteration, value) averaged over SMOOTH consecutive logged points."""
+    series = [(p["wall_s"], p["iteration"], p[key]) for p in points if p[key] is not None]
+    out = []
+    for i in range(0, len(series), SMOOTH):
+        chunk = series[i:i + SMOOTH]
+        out.append((chunk[-1][0], chunk[-1][1], sum(c[2] for c in chunk) / len(chunk)))
+    return out
+
+
+def window_mean(points: list[dict[str, Any]], key: str, last: int = 200) -> float | None:
+    values = [p[key] for p in points if p[key] is not None][-last:]
+    return sum(values) / len(values) if values else None
+
+
+def plot(record: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points, num_envs, base = record["curve"], record["num_envs"], record.get("baselines") or {}
+    panels = [("return", "mean episode return"), ("episode_length", "episode length (steps)"),
+              ("timeout_fraction", "episodes ending by time-out"), ("body_pos_error_m", "body position error (m)")]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 11), sharex="col")
+    for row, (key, label) in enumerate(panels):
+        series = smoothed(points, key)
+        for col, (x_of, xlabel) in enumerate(((lambda s: s[0] / 60, "wall-clock (min)"),
+                                              (lambda s: s[1] * num_envs / 1e6, "env steps (M)"))):
+            ax = axes[row, col]
+            ax.plot([x_of(s) for s in series], [s[2] for s in series], label=record["label"], linewidth=1)
+            for name, style in (("zero_action", ":"), ("kinematic_replay", "--")):
+                value = (base.get(name) or {}).get(key)
+                if value is not None:
+                    ax.axhline(value, linestyle=style, color="grey", label=name.replace("_", " "))
+            ax.set_ylabel(label if col == 0 else "")
+            ax.grid(alpha=0.3)
+            if row == len(panels) - 1:
+                ax.set_xlabel(xlabel)
+            if row == 0:
+                ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"{record['label']}: {record['train_command']}", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "soaklab", "train", "--algo", args.algo, "--task", "g1_motion_tracking",
+               "--sim", args.sim, "algo.max_iterations=100000000", "algo.save_interval=100000000",
+               *args.overrides, f"training.log_dir={run_dir}"]
+        print("$", " ".join(cmd[1:]), flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        log = open(args.out / f"{args.label}.train.log", "w") if args.keep_log else subprocess.DEVNULL
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + args.minutes * 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(2)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=300)
+        points, num_envs = curves(run_dir)
+        summary = json.loads((run_dir / "run_summary.json").read_text())
+    baselines_path = args.out / "baselines.json"
+    record = {
+        "kind": "g1_learning_curve", "label": args.label, "algo": args.algo, "sim": args.sim,
+        "command": " ".join(sys.argv), "train_command": " ".join(["soaklab", *cmd[3:-1]]),
+        "host": host_record(), "versions": versions(), "git": git_state(), "budget_minutes": args.minutes,
+        "num_envs": num_envs, "completed_iterations": summary["completed_iterations"],
+        "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
+        "final": {key: window_mean(points, key) for key in CURVES},
+        "baselines": json.loads(baselines_path.read_text()) if baselines_path.is_file() else None,
+        "curve": points[:: max(1, len(points) // 2000)],
+    }
+    (args.out / f"{args.label}.json").write_text(json.dumps(record, indent=1) + "\n")
+    plot(record, args.out / f"{args.label}.png")
+    print(f"{args.label}: {summary['completed_iterations']} iterations, {summary['total_env_steps']} env steps, "
+          f"final {json.dumps(record['final'])}", flush=True)
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    rows = []
+    for path in sorted(args.out.glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("kind") != "g1_learning_curve":
+            continue
+        rows.append({"label": record["label"], "overrides": record["train_command"].split(" ", 7)[-1],
+                     "env_steps_M": round(record["total_env_steps"] / 1e6, 2),
+                     "minutes": round(record["training_wall_time_sec"] / 60, 1),
+                     **{k: (None if v is None else round(v, 3)) for k, v in record["final"].items()}})
+    (args.out / "ablation.json").write_text(json.dumps({"kind": "g1_learning_ablation", "rows": rows}, indent=1)
+                                            + "\n")
+    keys = ["label", "env_steps_M", "minutes", *CURVES, "overrides"]
+    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
+    for row in rows:
+        print("| " + " | ".join(str(row[k]) for k in keys) + " |")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    base = sub.add_parser("baselines")
+    base.add_argument("--num-envs", type=int, default=64)
+    base.add_argument("--steps", type=int, default=1000)
+    base.add_argument("--out", type=Path, required=True)
+    base.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    base.set_defaults(func=cmd_baselines)
+    run = sub.add_parser("run")
+    run.add_argument("--algo", required=True, choices=["sac", "flashsac"])
+    run.add_argument("--sim", default="mujoco", choices=["mujoco", "mjwarp"])
+    run.add_argument("--minutes", type=float, default=20.0)
+    run.add_argument("--label", required=True)
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--scratch", type=Path, default=None, help="where the run dir lives meanwhile")
+    run.add_argument("--keep-log", action="store_true", help="keep the trainer's output as <label>.train.log")
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    run.set_defaults(func=cmd_run)
+    table = sub.add_parser("table")
+    table.add_argument("--out", type=Path, required=True)
+    table.set_defaults(func=cmd_table)
+    args = parser.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

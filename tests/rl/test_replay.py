@@ -1,0 +1,87 @@
+"""The replay ring: rows present only, n-step windows along each env's stream."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from soaklab.rl.channels import Layout
+from soaklab.rl.replay import ReplayRing
+
+
+def test_replay_samples_only_rows_present():
+    layout = Layout(num_envs=4, capacity=1, obs_dim=1, critic_dim=1, action_dim=1, depth=1, slot_rows=4,
+                    num_metrics=1)
+    ring = ReplayRing(100, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=0)
+    rows = torch.arange(10, dtype=torch.float32)[:, None].expand(10, layout.row_width).clone()
+    ring.add(rows)
+    assert int(ring.size_t) == ring.size == 10
+    seen = ring.sample(5000)["obs"][:, 0]
+    assert set(seen.long().tolist()) == set(range(10))  # uniform over the present rows, none beyond
+
+
+N = 3  # envs per vector step: env e's next row lies N rows on
+
+
+def stream(steps: int, rewards: torch.Tensor, terminated: set[tuple[int, int]], truncated: set[tuple[int, int]],
+           capacity: int = 1000, n_step: int = 3, gamma: float = 0.5) -> tuple[ReplayRing, dict[str, slice]]:
+    """A ring fed `steps` vector steps of N envs; obs = 100 t + e, next_obs = 100 (t + 1) + e."""
+    layout = Layout(num_envs=N, capacity=1, obs_dim=1, critic_dim=1, action_dim=1, depth=1, slot_rows=N,
+                    num_metrics=1)
+    sl = layout.row_slices()
+    ring = ReplayRing(capacity, layout.row_width, sl, torch.device("cpu"), seed=0, stride=N, n_step=n_step,
+                      gamma=gamma)
+    for t in range(steps):
+        rows = torch.zeros(N, layout.row_width)
+        for e in range(N):
+            rows[e, sl["obs"]] = 100 * t + e
+            rows[e, sl["next_obs"]] = 100 * (t + 1) + e
+            rows[e, sl["reward"]] = rewards[t, e]
+            rows[e, sl["terminated"]] = float((t, e) in terminated)
+            rows[e, sl["truncated"]] = float((t, e) in truncated)
+        ring.add(rows)
+    return ring, sl
+
+
+def expected(t: int, e: int, rewards, terminated, truncated, n: int, gamma: float) -> tuple[float, int, float, bool]:
+    """(n-step return, bootstrap next_obs, discount, terminated) computed by hand."""
+    total = 0.0
+    for k in range(n):
+        total += gamma ** k * float(rewards[t + k, e])
+        if (t + k, e) in terminated or (t + k, e) in truncated or k == n - 1:
+            return total, 100 * (t + k + 1) + e, gamma ** (k + 1), (t + k, e) in terminated
+    raise AssertionError
+
+
+@pytest.mark.parametrize("capacity", [1000, 20])  # 20: the ring has wrapped, windows cross its end
+def test_n_step_windows_follow_each_env_and_stop_at_its_episode_end(capacity):
+    steps, n, gamma = 12, 3, 0.5
+    rewards = torch.arange(steps * N, dtype=torch.float32).reshape(steps, N) % 7 + 1
+    terminated, truncated = {(4, 0), (9, 2)}, {(6, 1), (7, 0)}
+    ring, sl = stream(steps, rewards, terminated, truncated, capacity=capacity, n_step=n, gamma=gamma)
+    batch = ring.sample(4000)
+    oldest = steps * N - ring.size  # stream position of the oldest row kept (t * N + e)
+    seen = set()
+    for obs, reward, next_obs, discount, term in zip(batch["obs"][:, 0].tolist(), batch["reward"][:, 0].tolist(),
+                                                    batch["next_obs"][:, 0].tolist(),
+                                                    batch["discount"][:, 0].tolist(),
+                                                    batch["terminated"][:, 0].tolist(), strict=True):
+        t, e = divmod(int(obs), 100)
+        assert t * N + e >= oldest and t <= steps - n, "only rows present with a whole window after them"
+        want = expected(t, e, rewards, terminated, truncated, n, gamma)
+        assert (reward, int(next_obs), discount, bool(term)) == pytest.approx(want), (t, e)
+        seen.add((t, e))
+    assert len(seen) == (steps - n + 1) * N - oldest  # every eligible row is drawn
+
+
+def test_one_step_sampling_is_the_plain_transition():
+    rewards = torch.ones(5, N)
+    ring, _ = stream(5, rewards, set(), set(), n_step=1, gamma=0.9)
+    batch = ring.sample(100)
+    assert (batch["next_obs"] - batch["obs"] == 100).all()
+    assert torch.allclose(batch["discount"], torch.full((100, 1), 0.9)) and (batch["reward"] == 1).all()
+
+
+def test_a_ring_too_small_for_the_windows_is_refused():
+    with pytest.raises(ValueError, match="3-step"):
+        ReplayRing(8, 4, {}, torch.device("cpu"), seed=0, stride=N, n_step=3)
