@@ -10,7 +10,8 @@ from soaklab.errors import InvalidInput, SettingError
 # DESIGN §4: every key pinned now; a key may not silently appear or vanish.
 ALGO_KEYS = {"num_envs", "max_iterations", "batch_size", "updates_per_step", "replay_buffer_size",
              "learning_starts", "gamma", "tau", "actor_lr", "critic_lr", "actor_hidden", "critic_hidden",
-             "num_blocks", "save_interval", "seed", "n_step", "obs_normalization"}
+             "num_blocks", "save_interval", "seed", "n_step", "obs_normalization", "log_std_min", "log_std_max",
+             "warmup_actions", "alpha_init"}
 FLASHSAC_KEYS = {"num_bins", "v_min", "v_max", "actor_update_interval", "noise_zeta_mu", "noise_zeta_max", "use_amp"}
 ENV_KEYS = {"seed", "num_threads", "episode_length_s", "motion", "sampler", "collector_tensor_device"}
 TRAINING_KEYS = {"device", "collector_tensor_device", "inference_slot_capacity", "collector_metrics_interval",

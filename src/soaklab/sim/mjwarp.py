@@ -10,9 +10,11 @@ pack of qpos | qvel | sensordata into one float32 buffer, the layout the CPU
 backend gives the task. Warp runs on its own stream, ordered against torch's
 current stream with stream waits: no host synchronisation per step.
 
-Per-world contact and constraint sizes matter: for the G1 scene nconmax 48 and
-njmax 192 hold its contacts, and oversizing them made stepping 5x slower on the
-H200 (benchmarks/gpu/README.md). Overflow is never silent: mujoco_warp sets a
+Per-world contact and constraint sizes matter: oversizing them made stepping 5x
+slower on the H200 (benchmarks/gpu/README.md). For the G1 scene nconmax 48 holds
+its contacts; njmax 256 holds their rows (up to 4 per foot contact) plus one per
+joint at its limit: 192 overflowed once policies drove joints to their limits
+(joint-limit action bounds, the bending-down reference). Overflow is never silent: mujoco_warp sets a
 per-world bitmask, which `check_overflow` turns into an error naming the knob.
 """
 
@@ -28,7 +30,7 @@ from soaklab.errors import RuntimeFailure
 from soaklab.sim import diagnostics
 
 DEFAULT_NCONMAX = 48
-DEFAULT_NJMAX = 192
+DEFAULT_NJMAX = 256  # 48 contacts x 4 rows + 29 joint-limit rows, rounded up
 
 
 def _kernels(wp: Any) -> tuple[Any, Any]:

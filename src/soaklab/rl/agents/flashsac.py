@@ -77,8 +77,7 @@ class FlashSACAgent(OffPolicyAgent):
         # batch-wide shift of the policy's actions in the actor loss; the target critics and the actor
         # loss therefore read the critics in eval mode (running statistics), as CrossQ does.
         self.targets = copy.deepcopy(self.critics).requires_grad_(False).eval()
-        # Rewards are scaled down by the return spread, so the entropy bonus starts small too.
-        self.temperature = Temperature(action_dim, initial=0.01).to(device)
+        self.temperature = Temperature(action_dim, initial=float(cfg["alpha_init"])).to(device)
         self.v_min, self.v_max, self.num_bins = float(cfg["v_min"]), float(cfg["v_max"]), int(cfg["num_bins"])
         self.support = torch.linspace(self.v_min, self.v_max, self.num_bins, device=device)
         self.actor_opt = adam(self.actor.parameters(), float(cfg["actor_lr"]), device)

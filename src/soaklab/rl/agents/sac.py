@@ -24,7 +24,7 @@ class SACAgent(OffPolicyAgent):
         self.actor = MLP(1, obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers, zero_head=True).to(device)
         self.critics = MLP(2, critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
-        self.temperature = Temperature(action_dim).to(device)
+        self.temperature = Temperature(action_dim, initial=float(cfg["alpha_init"])).to(device)
         self.actor_opt = adam(self.actor.parameters(), float(cfg["actor_lr"]), device)
         self.critic_opt = adam(self.critics.parameters(), float(cfg["critic_lr"]), device)
         self.alpha_opt = adam(self.temperature.parameters(), float(cfg["actor_lr"]), device)
