@@ -42,8 +42,8 @@ def learn(algo: str, seed: int, workdir: Path, extra: list[str]) -> dict:
         raise SystemExit(f"{algo}: soaklab train failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     frame = read_scalars(event_file(run_dir))
     returns = frame[frame["tag"] == "Train/mean_reward"].sort_values("step")["value"].tolist()
-    return {"algo": algo, "seed": seed, "wall_s": round(wall, 1), "first_return": returns[0], "final_return": returns[-1],
-            "learned": returns[-1] >= THRESHOLD, "curve_every_100": returns[::100]}
+    return {"algo": algo, "seed": seed, "wall_s": round(wall, 1), "first_return": returns[0],
+            "final_return": returns[-1], "learned": returns[-1] >= THRESHOLD, "curve_every_100": returns[::100]}
 
 
 def main() -> int:
@@ -63,8 +63,8 @@ def main() -> int:
                 print(f"{row['algo']:>8} seed {seed}: final mean episode return {row['final_return']:.1f} "
                       f"(threshold {THRESHOLD:g}, random ~{RANDOM_RETURN:g}) in {row['wall_s']:.0f} s", flush=True)
     record = {"kind": "cartpole_learning", "command": " ".join(["python", *sys.argv]), "host": host_record(),
-              "versions": versions(), "git": git_state(), "budget": list(BUDGET), "overrides": args.overrides, "seeds": seeds, "threshold": THRESHOLD,
-              "random_return": RANDOM_RETURN, "results": rows}
+              "versions": versions(), "git": git_state(), "budget": list(BUDGET), "overrides": args.overrides,
+              "seeds": seeds, "threshold": THRESHOLD, "random_return": RANDOM_RETURN, "results": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cartpole_learning.json").write_text(json.dumps(record, indent=2) + "\n")
     return 0 if all(r["learned"] for r in rows) else 1

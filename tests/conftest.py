@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from soaklab.assets.pull import PullRequest, pull_assets
 from soaklab.assets.clips import HOLOSOMA_WHEEL
+from soaklab.assets.pull import PullRequest, pull_assets
 from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
 from soaklab.cli import main
 

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from soaklab.errors import InvalidInput, SettingError
 import torch
 
+from soaklab.errors import InvalidInput, SettingError
 from soaklab.tasks.env import BatchedEnv, StepResult
 
 SIM_BACKENDS_BUILT = ("mujoco", "mjwarp")

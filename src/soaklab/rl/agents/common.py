@@ -23,6 +23,7 @@ from torch import nn
 from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
 from soaklab.rl.replay import ReplayRing
 
+
 def log_std_of(raw: torch.Tensor, bounds: tuple[float, float]) -> torch.Tensor:
     """The actor's log-std head mapped smoothly into [lo, hi] (tanh, not a clamp: the gradient never
     dies at a bound). A zero-initialised head starts at the midpoint, e.g. std e^-2.5 ~ 0.08 for
