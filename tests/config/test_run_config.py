@@ -28,14 +28,6 @@ def test_env_motion_picks_the_manifests_default_a_named_clip_or_a_path(cli, g1_a
     assert json.loads(out.read_text())["config"]["env"]["motion"] == str(own)
 
 
-def test_n_step_windows_must_fit_the_replay(cli, g1_assets, tmp_path):
-    result, out = resolve(cli, g1_assets, tmp_path, "algo.num_envs=64", "algo.replay_buffer_size=100",
-                          "algo.n_step=3")
-    assert result.code == 2 and not out.exists()
-    line = one_line(result.err)
-    assert "algo.n_step=3" in line and "192" in line
-
-
 def test_bad_action_bounds_and_warmup_fail_closed(cli, g1_assets, tmp_path):
     for bad, key in (("task.action_bounds=wide", "task.action_bounds"), ("algo.warmup_actions=none",
                                                                         "algo.warmup_actions")):

@@ -82,6 +82,9 @@ def test_one_step_sampling_is_the_plain_transition():
     assert torch.allclose(batch["discount"], torch.full((100, 1), 0.9)) and (batch["reward"] == 1).all()
 
 
-def test_a_ring_too_small_for_the_windows_is_refused():
-    with pytest.raises(ValueError, match="3-step"):
-        ReplayRing(8, 4, {}, torch.device("cpu"), seed=0, stride=N, n_step=3)
+def test_a_ring_smaller_than_the_windows_samples_shorter_ones():
+    ring = ReplayRing(8, 4, {}, torch.device("cpu"), seed=0, stride=N, n_step=3)
+    assert (ring.n_step_requested, ring.n_step) == (3, 2)  # 8 rows hold two vectors of 3 envs
+    assert ReplayRing(2, 4, {}, torch.device("cpu"), seed=0, stride=N, n_step=3).n_step == 1
+    with pytest.raises(ValueError, match="n_step=0"):
+        ReplayRing(8, 4, {}, torch.device("cpu"), seed=0, stride=N, n_step=0)

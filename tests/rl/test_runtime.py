@@ -156,8 +156,10 @@ def test_update_round_trains_on_the_vectors_before_its_own(start_train):
     assert sorted(rows) == list(range(24))  # every iteration logged, though read back every 5
     assert all(rows[it] == 0 for it in range(4))  # random actions, no updates yet
     assert all(rows[it] == it * 8 for it in range(4, 24))
-    assert run.manifest["learner_diagnostics"]["schedule"] == {"update_lag_vectors": 1,
-                                                               "log_interval_iterations": 5}
+    schedule = run.manifest["learner_diagnostics"]["schedule"]
+    assert {k: schedule[k] for k in ("update_lag_vectors", "log_interval_iterations")} == {
+        "update_lag_vectors": 1, "log_interval_iterations": 5}
+    assert schedule["n_step"]["effective"] == schedule["n_step"]["requested"]  # the replay holds the windows
     graph = run.manifest["learner_diagnostics"]["cuda_graph"]
     assert graph["requested"] is False and graph["enabled"] is False and "cpu" in graph["disable_reason"]
     assert_invariants(run.manifest, 24, 8, 8)

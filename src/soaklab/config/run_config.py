@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.config.compose import ComposedConfig
-from soaklab.errors import InvalidInput, SettingError
+from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
@@ -125,10 +125,6 @@ def resolve_run_config(
         allow_cuda_learner_cpu_carrier,
     )
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
-    n_step = composed.get("algo.n_step")
-    if n_step * settings.num_envs > replay:
-        raise SettingError("algo.n_step", n_step, f"needs algo.replay_buffer_size >= n_step x num_envs = "
-                           f"{n_step * settings.num_envs} (it is {replay})")
     budget = compute_memory_budget(settings, replay, task_spaces(composed.task), devices, host)
     check_memory_budget(budget)
     return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path))

@@ -21,9 +21,13 @@ import torch
 class ReplayRing:
     def __init__(self, capacity: int, row_width: int, slices: dict[str, slice], device: torch.device,
                  seed: int, stride: int = 1, n_step: int = 1, gamma: float = 0.99) -> None:
-        if n_step < 1 or (n_step > 1 and capacity < n_step * stride):
-            raise ValueError(f"replay of {capacity} rows cannot hold {n_step}-step windows of {stride} envs")
+        if n_step < 1:
+            raise ValueError(f"n_step={n_step}: expected >= 1")
         self.capacity = capacity
+        self.n_step_requested = n_step
+        # A window must fit the ring: a replay smaller than n_step vectors (small test and smoke
+        # budgets) samples shorter windows; the run summary records the effective length.
+        n_step = max(1, min(n_step, capacity // max(stride, 1)))
         self.storage = torch.zeros(capacity, row_width, dtype=torch.float32, device=device)
         self.slices = slices
         self.ptr = 0

@@ -446,7 +446,9 @@ class Learner:
     def _learner_diagnostics(self) -> dict[str, Any]:
         return {"cuda_graph": self.agent.capture_diagnostics(),
                 "schedule": {"update_lag_vectors": UPDATE_LAG_VECTORS,
-                             "log_interval_iterations": self.settings.collector_metrics_interval}}
+                             "log_interval_iterations": self.settings.collector_metrics_interval,
+                             "n_step": {"requested": self.replay.n_step_requested,
+                                        "effective": self.replay.n_step}}}
 
     def _read_backend_diagnostics(self) -> dict[str, Any]:
         path = self.run_dir / "backend_diagnostics.json"
