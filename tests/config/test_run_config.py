@@ -33,3 +33,27 @@ def test_bad_action_bounds_and_warmup_fail_closed(cli, g1_assets, tmp_path):
                                                                         "algo.warmup_actions")):
         result, out = resolve(cli, g1_assets, tmp_path, bad)
         assert result.code == 2 and key in one_line(result.err) and not out.exists()
+
+
+def test_seeds_beyond_the_contract_fail_before_anything_is_spawned(cli, g1_assets, tmp_path):
+    """2**63 used to pass resolution and fail in the collector (exit 1, after spawning)."""
+    for key in ("env.seed", "algo.seed"):
+        result, out = resolve(cli, g1_assets, tmp_path, f"{key}=9223372036854775808")
+        assert result.code == 2 and not out.exists()
+        line = one_line(result.err)
+        assert key in line and "9223372036854775807" in line
+        result, out = resolve(cli, g1_assets, tmp_path, f"{key}=9223372036854775807")
+        assert result.code == 0, result.err
+        out.unlink()
+
+
+def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
+    from soaklab.config.keys import MAX_SEED
+    from soaklab.rl.collector import group_config
+    from soaklab.tasks.rng import ManagerRng
+
+    config = {"algo": {"num_envs": 8}, "env": {"seed": MAX_SEED}}
+    seeds = [group_config(config, 4, g)["env"]["seed"] for g in range(3)]
+    assert seeds == [MAX_SEED, 0, 1]
+    for seed in seeds:
+        ManagerRng(seed)

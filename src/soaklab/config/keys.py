@@ -32,6 +32,16 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.seed": 0,
 }
 
+# torch generators take seeds up to 2**64 - 1; soaklab's contract is 0..2**63 - 1 (derived seeds,
+# e.g. one per inference group, wrap around inside that range).
+MAX_SEED = 2**63 - 1
+
+# Exact ints that must be <= the given maximum (checked with the minimum, before anything is spawned).
+INT_MAXIMUMS: dict[str, int] = {
+    "env.seed": MAX_SEED,
+    "algo.seed": MAX_SEED,
+}
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "env.sampler": ("uniform", "adaptive"),
     "task.action_bounds": ("joint_limits", "motor_scale"),

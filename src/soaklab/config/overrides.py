@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MINIMUMS, NULLABLE_KINDS
+from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.settings.contract import CONTRACT_KEYS, check_contract_value, check_exact_int, is_exact_int
 
@@ -83,7 +83,7 @@ def check_value_kind(key: str, value: Any, default: Any) -> None:
     if not ok:
         raise SettingError(key, value, f"must be of type {expected.__name__}")
     if key in INT_MINIMUMS:
-        check_exact_int(key, value, INT_MINIMUMS[key])
+        check_exact_int(key, value, INT_MINIMUMS[key], INT_MAXIMUMS.get(key))
 
 
 def apply_overrides(cfg: DictConfig, overrides: list[Override], known: list[str]) -> None:

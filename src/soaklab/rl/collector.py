@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from soaklab.config.keys import MAX_SEED
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
@@ -51,7 +52,7 @@ def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any
     """Config of one inference group: its env count, and a seed offset so groups differ."""
     cfg = copy.deepcopy(config)
     cfg["algo"]["num_envs"] = size
-    cfg["env"]["seed"] = int(cfg["env"]["seed"]) + group
+    cfg["env"]["seed"] = (int(cfg["env"]["seed"]) + group) % (MAX_SEED + 1)  # stays a valid seed
     return cfg
 
 

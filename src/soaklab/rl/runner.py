@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from soaklab.config.keys import MAX_SEED
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
@@ -170,8 +171,8 @@ class Learner:
                                 s.num_envs, self.config["algo"], self.device)
         algo = self.config["algo"]
         self.replay = ReplayRing(int(algo["replay_buffer_size"]), layout.row_width, layout.row_slices(), self.device,
-                                 seed=int(algo["seed"]) + 1, stride=s.num_envs, n_step=int(algo["n_step"]),
-                                 gamma=float(algo["gamma"]))
+                                 seed=(int(algo["seed"]) + 1) % (MAX_SEED + 1), stride=s.num_envs,
+                                 n_step=int(algo["n_step"]), gamma=float(algo["gamma"]))
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)

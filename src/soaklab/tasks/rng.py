@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from soaklab.config.keys import MAX_SEED
 from soaklab.errors import SettingError
 from soaklab.settings.contract import is_exact_int
-
-MAX_SEED = 2**63 - 1
 
 
 class ManagerRng:
