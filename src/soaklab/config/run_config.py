@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.config.compose import ComposedConfig
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, SettingError
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
@@ -125,9 +125,21 @@ def resolve_run_config(
         allow_cuda_learner_cpu_carrier,
     )
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
+    check_agent_ranges(composed)
     budget = compute_memory_budget(settings, replay, task_spaces(composed.task), devices, host)
     check_memory_budget(budget)
     return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path))
+
+
+def check_agent_ranges(composed: ComposedConfig) -> None:
+    """Agent floats whose kind is right but whose value would break the learner (a log of 0, an
+    empty range) fail here, before anything is spawned."""
+    alpha = composed.get("algo.alpha_init")
+    if not alpha > 0:
+        raise SettingError("algo.alpha_init", alpha, "must be > 0 (the temperature is learned as its log)")
+    low, high = composed.get("algo.log_std_min"), composed.get("algo.log_std_max")
+    if not low < high:
+        raise SettingError("algo.log_std_min", low, f"must be < algo.log_std_max ({high})")
 
 
 def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:
