@@ -1,4 +1,4 @@
-# soaklab: one DAG from asset prefetch to validated soak evidence (DESIGN §2).
+# soaklab: one DAG from asset prefetch to validated soak evidence (docs/dag.md).
 #
 #   snakemake soak --cores 1                                # default CPU run
 #   snakemake soak --cores 1 --configfile config/gpu.yaml   # canonical GPU soak
@@ -24,6 +24,10 @@ validate(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.s
 include: "workflow/rules/common.smk"
 
 
+wildcard_constraints:
+    run=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
 report: "workflow/report/workflow.rst"
 
 
@@ -35,7 +39,7 @@ rule soak:
 
 
 include: "workflow/rules/assets.smk"
-include: "workflow/rules/mps.smk"
 include: "workflow/rules/config.smk"
+include: "workflow/rules/mps.smk"
 include: "workflow/rules/soak.smk"
 include: "workflow/rules/metrics.smk"

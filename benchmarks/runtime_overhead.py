@@ -22,10 +22,12 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from soaklab.bench.backend import ProbeSettings, run_probe
+from soaklab.config.host import probe_host
+from soaklab.config.resolve import RunRequest, resolve
 from soaklab.config.run_config import assets_record
 from soaklab.hostinfo import git_state, host_record, versions
 from soaklab.rl.runner import Learner
-from soaklab.rl.train import prepare_run_dir, resolve_training
+from soaklab.rl.train import prepare_run_dir
 
 MANIFEST = Path("results/assets/manifest.json")
 BREAKDOWN = ("Perf/learner_inference_ms", "Perf/learner_ingress_ms", "Perf/collector_env_step_ms",
@@ -46,8 +48,8 @@ def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path) ->
     run_dir = workdir / f"{algo}-{envs}"
     overrides = [f"algo.num_envs={envs}", f"algo.max_iterations={iters}", "algo.replay_buffer_size=20000",
                  f"training.log_dir={json.dumps(str(run_dir))}", f"algo.save_interval={iters}"]
-    resolved = resolve_training(None, algo, "g1_motion_tracking", "mujoco", overrides, MANIFEST)
-    run_dir, _ = prepare_run_dir(resolved)
+    resolved = resolve(RunRequest(algo, "g1_motion_tracking", "mujoco", tuple(overrides), MANIFEST), probe_host())
+    run_dir, resolved = prepare_run_dir(resolved)
     summary = Learner(resolved, run_dir, hold_updates=True).run()
     assert summary["status"] == "completed", summary["failure_reason"]
     m = medians(run_dir, warmup)

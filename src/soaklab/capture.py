@@ -27,18 +27,9 @@ from typing import Any
 
 import torch
 
-from soaklab.errors import InvalidInput
+from soaklab.environment import GRAPH_ENV, check_graph_env
 
-GRAPH_ENV = "SOAKLAB_LEARNER_CUDA_GRAPH"
 WARMUP_CALLS = 3
-
-
-def check_graph_env() -> None:
-    """SOAKLAB_LEARNER_CUDA_GRAPH is unset, 0 or 1; anything else is refused (before spawning)."""
-    value = os.environ.get(GRAPH_ENV)
-    if value is not None and value not in ("0", "1"):
-        raise InvalidInput(f"{GRAPH_ENV}={value!r}: expected 0 (eager learner) or 1 (captured, the default); "
-                           "or unset it")
 
 
 def graph_requested(device: torch.device) -> tuple[bool, str | None]:

@@ -1,4 +1,4 @@
-"""The `soaklab` command line (DESIGN §3).
+"""The `soaklab` command line (docs/architecture.md).
 
 Exit 0 = success; 2 = invalid input or configuration (nothing spawned or
 written); 1 = runtime failure. Errors are one line on stderr.
@@ -30,21 +30,18 @@ def cmd_assets_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_config_resolve(args: argparse.Namespace) -> int:
-    from soaklab.config.compose import compose
-    from soaklab.config.run_config import resolve_run_config, write_run_config
-    from soaklab.settings.devices import allow_cpu_carrier_from_env, probe_host
+    from soaklab.config.host import probe_host
+    from soaklab.config.resolve import RunRequest, resolve
+    from soaklab.config.run_config import write_run_config
 
-    composed = compose(args.algo, args.task, args.sim, args.overrides)
-    resolved = resolve_run_config(composed, probe_host(), allow_cpu_carrier_from_env(), args.assets_manifest)
-    if args.mps_record is not None:
-        from soaklab.mps.record import check_mps_record, read_mps_record
-
-        check_mps_record(read_mps_record(args.mps_record), resolved.settings.cuda_process_sharing, args.mps_record)
+    resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest),
+                       probe_host())
     record = write_run_config(resolved, args.out)
+    print(f"config: {resolved.origin}")
     print(resolved.devices.mapping_line())
-    budget = resolved.budget
+    budget, c = resolved.budget, resolved.composed
     print(
-        f"config: {composed.algo}/{composed.task}/{composed.sim} num_envs={resolved.settings.num_envs} "
+        f"config: {c.algo}/{c.task}/{c.sim} num_envs={resolved.settings.num_envs} "
         f"slot_rows={resolved.settings.replay_ingress_slot_rows} tensor budget "
         f"{budget.total_bytes / (1 << 20):.0f} MiB; {record['config_hash'][:19]}... -> {args.out}"
     )
@@ -56,10 +53,18 @@ def cmd_mps_ensure(args: argparse.Namespace) -> int:
 
     from soaklab.mps.record import ensure_mps
 
-    try:
-        sharing = yaml.safe_load(args.cuda_process_sharing)
-    except yaml.YAMLError:
-        sharing = args.cuda_process_sharing
+    if args.run_config is not None:
+        from soaklab.config.resolve import read_run_config
+
+        if args.cuda_process_sharing is not None:
+            raise InvalidInput("--run-config: takes training.cuda_process_sharing from the file; "
+                               "drop --cuda-process-sharing")
+        sharing = read_run_config(args.run_config)["config"]["training"]["cuda_process_sharing"]
+    else:
+        try:
+            sharing = yaml.safe_load(args.cuda_process_sharing or "null")
+        except yaml.YAMLError:
+            sharing = args.cuda_process_sharing
     ensure_mps(sharing, args.out)
     return 0
 
@@ -104,11 +109,34 @@ def cmd_mps_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from soaklab.rl.train import resolve_training, train
+    import os
+    from dataclasses import replace
 
-    resolved = resolve_training(args.run_config, args.algo, args.task, args.sim, args.overrides,
-                                args.assets_manifest)
-    run_dir, summary = train(resolved)
+    from soaklab.config.host import HOST_CAPABILITIES_ENV, probe_host
+    from soaklab.config.resolve import RunRequest, load, read_run_config, request_of, resolve, select_mps
+    from soaklab.rl.train import train
+
+    if os.environ.get(HOST_CAPABILITIES_ENV):
+        raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: simulates a host for planning and resolution only; "
+                           "unset it to train on this host")
+    # NVML describes the GPUs without a CUDA context: the MPS daemon is chosen before one exists.
+    host = probe_host(cuda_context=False)
+    if args.run_config is not None:
+        if any(v is not None for v in (args.algo, args.task, args.sim)):
+            raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
+        if args.overrides or args.assets_manifest:  # a different run than the record: resolve it
+            request = request_of(read_run_config(args.run_config), tuple(args.overrides))
+            if args.assets_manifest:
+                request = replace(request, manifest=args.assets_manifest)
+            resolved = resolve(request, host)
+        else:
+            resolved = load(args.run_config, host)
+    elif None in (args.algo, args.task, args.sim):
+        raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
+    else:
+        resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest),
+                           host)
+    run_dir, summary = train(select_mps(resolved, apply=True))
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
           f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
@@ -238,12 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     _run_selection(resolve)
     resolve.add_argument("--out", type=Path, required=True)
     resolve.add_argument("--assets-manifest", type=Path, help="record the scene/motion of this asset manifest")
-    resolve.add_argument("--mps-record", type=Path, help="the mps_start record this run must agree with")
     resolve.set_defaults(func=cmd_config_resolve)
 
     mps = sub.add_parser("mps", help="CUDA MPS lifecycle").add_subparsers(dest="action", required=True)
     ensure = mps.add_parser("ensure", help="write the run's MPS record (the mps_start rule)")
-    ensure.add_argument("--cuda-process-sharing", default="null", help="the run's training.cuda_process_sharing")
+    ensure.add_argument("--run-config", type=Path, help="the resolved run whose training.cuda_process_sharing decides")
+    ensure.add_argument("--cuda-process-sharing", help="null or mps, without a run config (default null)")
     ensure.add_argument("--out", type=Path, required=True)
     ensure.set_defaults(func=cmd_mps_ensure)
     start = mps.add_parser("start", help="start a user-owned MPS control daemon for one GPU and record it")

@@ -1,4 +1,4 @@
-"""`soaklab validate`: every artifact of a soak against its schema and the pass table (DESIGN §9).
+"""`soaklab validate`: every artifact of a soak against its schema and the pass table (docs/soak.md).
 
 An artifact that is missing, unreadable or breaks its schema is bad input (exit 2,
 no report). Otherwise every check is written with its expected and actual value,

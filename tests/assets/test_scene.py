@@ -11,7 +11,7 @@ import pytest
 from soaklab.assets import g1
 from soaklab.assets.scene import HOME_KEY, load_scene
 
-# DESIGN §6, as printed: joints -> armature, kp, kd, effort limit, action scale.
+# docs/assets-and-tasks.md, as printed: joints -> armature, kp, kd, effort limit, action scale.
 TABLE = [
     (r"shoulder_pitch", 0.003610, 14.25, 0.907, 25, 0.4386),
     (r"shoulder_roll", 0.003610, 14.25, 0.907, 25, 0.4386),

@@ -7,7 +7,7 @@ import pytest
 from soaklab.config.compose import available_algos, available_sims, compose, leaf_keys, owner_chain
 from soaklab.errors import InvalidInput, SettingError
 
-# DESIGN §4: every key pinned now; a key may not silently appear or vanish.
+# docs/settings-contract.md: every key pinned now; a key may not silently appear or vanish.
 ALGO_KEYS = {"num_envs", "max_iterations", "batch_size", "updates_per_step", "replay_buffer_size",
              "learning_starts", "gamma", "tau", "actor_lr", "critic_lr", "actor_hidden", "critic_hidden",
              "num_blocks", "save_interval", "seed", "n_step", "obs_normalization", "log_std_min", "log_std_max",

@@ -50,8 +50,8 @@ def test_seeds_beyond_the_contract_fail_before_anything_is_spawned(cli, g1_asset
 
 
 def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
-    from soaklab.config.keys import MAX_SEED
     from soaklab.rl.collector import group_config
+    from soaklab.settings.contract import MAX_SEED
     from soaklab.tasks.rng import ManagerRng
 
     config = {"algo": {"num_envs": 8}, "env": {"seed": MAX_SEED}}

@@ -17,7 +17,7 @@ from soaklab.errors import InvalidInput
 from soaklab.mps.client import select_daemon
 from soaklab.mps.gpus import parse_gpu_csv, select_gpus, visible
 from soaklab.mps.records import LIVE, STALE, load_records, make_private_dir
-from tests.conftest import one_line
+from tests.conftest import CUDA_HOST, one_line
 
 SMI = """0, GPU-aaaaaaaa-1111-2222-3333-444444444444, NVIDIA H200, Default
 1, GPU-bbbbbbbb-1111-2222-3333-444444444444, NVIDIA H200, Default
@@ -173,13 +173,29 @@ def test_explicit_pipe_without_a_daemon_fails_closed(tmp_path, monkeypatch):
 
 
 def test_trainer_with_mps_fails_closed_before_building_anything(cli, g1_assets, tmp_path, monkeypatch):
-    """No GPU here: the trainer refuses at selection, before probing CUDA or writing the run dir."""
+    """No GPU here: resolution refuses the CUDA learner before any MPS selection or run dir."""
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "no-daemon"))
     run_dir = tmp_path / "run"
     result = cli("train", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mjwarp",
                  "--assets-manifest", g1_assets.manifest_path, "training.cuda_process_sharing=mps",
                  f"training.log_dir={run_dir}")
     assert result.code == 2
-    assert "CUDA_MPS_PIPE_DIRECTORY=" in one_line(result.err) and "soaklab mps start" in result.err
+    assert one_line(result.err).startswith("soaklab: error: training.device='cuda'")
     assert not run_dir.exists()
 
+
+def test_soak_with_mps_and_no_daemon_fails_closed_before_spawning(cli, g1_assets, tmp_path, monkeypatch):
+    """On a (simulated) CUDA host the monitor checks the daemon exists before it spawns anything."""
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "no-daemon"))
+    log_dir, run_config = tmp_path / "run", tmp_path / "rc.json"
+    resolved = cli("config", "resolve", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mjwarp",
+                   "--assets-manifest", g1_assets.manifest_path, "training.cuda_process_sharing=mps",
+                   "--out", run_config, host=CUDA_HOST)
+    assert resolved.code == 0, resolved.err
+    result = cli("soak", "--run-config", run_config, "--min-duration-seconds", "1", "--sample-interval-seconds", "1",
+                 "--startup-timeout-seconds", "60", "--stale-progress-seconds", "60",
+                 "--post-shutdown-grace-seconds", "0", "--log-dir", log_dir, "--output", tmp_path / "soak.json",
+                 host=CUDA_HOST)
+    assert result.code == 2
+    assert "CUDA_MPS_PIPE_DIRECTORY=" in one_line(result.err) and "soaklab mps start" in result.err
+    assert not log_dir.exists() and not (tmp_path / "soak.json").exists()

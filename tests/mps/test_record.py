@@ -33,16 +33,20 @@ def test_invalid_sharing_value_fails_closed(cli, tmp_path):
     assert not out.exists()
 
 
-def test_resolve_checks_the_record(cli, tmp_path):
-    record = tmp_path / "mps.json"
-    cli("mps", "ensure", "--out", record)
-    out = tmp_path / "rc.json"
+def test_the_record_follows_the_resolved_run_config(cli, tmp_path):
+    """The mps_start rule reads the resolved run: a cpu run is "not requested"; an edited record is refused."""
+    run_config = tmp_path / "rc.json"
     ok = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
-             "algo.replay_buffer_size=100", "--mps-record", record, "--out", out, host=CPU_HOST)
+             "algo.replay_buffer_size=100", "--out", run_config, host=CPU_HOST)
     assert ok.code == 0, ok.err
-    record.write_text('{"schema_version": 1}')
+    out = tmp_path / "mps.json"
+    result = cli("mps", "ensure", "--run-config", run_config, "--out", out)
+    assert result.code == 0, result.err
+    assert json.loads(out.read_text())["requested"] is False
+    edited = json.loads(run_config.read_text())
+    edited["config"]["training"]["cuda_process_sharing"] = "mps"
+    run_config.write_text(json.dumps(edited))
     out.unlink()
-    bad = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
-              "algo.replay_buffer_size=100", "--mps-record", record, "--out", out, host=CPU_HOST)
-    assert bad.code == 2 and str(record) in one_line(bad.err)
+    bad = cli("mps", "ensure", "--run-config", run_config, "--out", out)
+    assert bad.code == 2 and "no longer matches its config_hash" in one_line(bad.err)
     assert not out.exists()

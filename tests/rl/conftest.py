@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from soaklab.config.overrides import merge_overrides
 from soaklab.rl.shm import leaked_segments
-from soaklab.rl.train import merge_overrides
 
 # Small networks and batches: these tests check the runtime's mechanics, not learning.
 FAST = ("algo.num_envs=8", "algo.learning_starts=4", "algo.batch_size=32", "algo.actor_hidden=32",

@@ -12,8 +12,8 @@ from soaklab.rl.agents import make_agent
 from soaklab.rl.agents.common import frozen, polyak
 from soaklab.rl.agents.flashsac import ReturnScale
 from soaklab.rl.agents.nets import ResidualTrunk
-from soaklab.rl.channels import Layout
 from soaklab.rl.replay import ReplayRing
+from soaklab.settings.layout import Layout, TaskSpaces
 
 OBS, CRITIC, ACTION = 6, 9, 3
 
@@ -23,7 +23,7 @@ def small_agent(algo: str, num_envs: int = 4, **extra: object):
                  *(f"algo.{k}={v}" for k, v in extra.items())]
     cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).config["algo"]
     agent = make_agent(algo, OBS, CRITIC, ACTION, num_envs, cfg, torch.device("cpu"))
-    layout = Layout(num_envs=num_envs, capacity=1, obs_dim=OBS, critic_dim=CRITIC, action_dim=ACTION, depth=1,
+    layout = Layout(spaces=TaskSpaces(OBS, CRITIC, ACTION), num_envs=num_envs, capacity=1, depth=1,
                     slot_rows=num_envs, num_metrics=1)
     replay = ReplayRing(64, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=0)
     replay.add(torch.rand(32, layout.row_width))

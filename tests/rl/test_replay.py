@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from soaklab.rl.channels import Layout
 from soaklab.rl.replay import ReplayRing
+from soaklab.settings.layout import Layout, TaskSpaces
 
 
 def test_replay_samples_only_rows_present():
-    layout = Layout(num_envs=4, capacity=1, obs_dim=1, critic_dim=1, action_dim=1, depth=1, slot_rows=4,
-                    num_metrics=1)
+    layout = Layout(spaces=TaskSpaces(1, 1, 1), num_envs=4, capacity=1, depth=1, slot_rows=4, num_metrics=1)
     ring = ReplayRing(100, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=0)
     rows = torch.arange(10, dtype=torch.float32)[:, None].expand(10, layout.row_width).clone()
     ring.add(rows)
@@ -26,8 +25,7 @@ N = 3  # envs per vector step: env e's next row lies N rows on
 def stream(steps: int, rewards: torch.Tensor, terminated: set[tuple[int, int]], truncated: set[tuple[int, int]],
            capacity: int = 1000, n_step: int = 3, gamma: float = 0.5) -> tuple[ReplayRing, dict[str, slice]]:
     """A ring fed `steps` vector steps of N envs; obs = 100 t + e, next_obs = 100 (t + 1) + e."""
-    layout = Layout(num_envs=N, capacity=1, obs_dim=1, critic_dim=1, action_dim=1, depth=1, slot_rows=N,
-                    num_metrics=1)
+    layout = Layout(spaces=TaskSpaces(1, 1, 1), num_envs=N, capacity=1, depth=1, slot_rows=N, num_metrics=1)
     sl = layout.row_slices()
     ring = ReplayRing(capacity, layout.row_width, sl, torch.device("cpu"), seed=0, stride=N, n_step=n_step,
                       gamma=gamma)

@@ -24,7 +24,8 @@ def test_budget_breakdown_matches_the_formula(cli, tmp_path):
     assert parts["replay_storage"] == 1000 * W * 4
     assert parts["replay_ingress"] == 2 * 16 * W * 4
     assert parts["learner_batch"] == 2 * 64 * 2 * W * 4
-    assert parts["inference_ring"] == 2 * (16 * (160 + 29 + 1) * 4 + 4096)
+    # 2 slots of 8 envs each: every env has one row of obs, done and action in the ring
+    assert parts["inference_ring"] == 2 * 8 * (160 + 1 + 29) * 4
     assert parts["workspace_slack"] == WORKSPACE_SLACK_MIN_BYTES  # 10% is below the 32 MiB floor here
     assert budget["tensor_memory_budget_bytes"] == sum(parts.values())
     pools = {p["name"]: p for p in budget["pools"]}
@@ -75,8 +76,11 @@ def test_shared_memory_counts_whole_pages_and_semaphores(cli, tmp_path):
     pool = next(p for p in json.loads(out.read_text())["run"]["memory_budget"]["pools"]
                 if p["name"] == "shared_memory")
     parts = json.loads(out.read_text())["run"]["memory_budget"]["parts_bytes"]
-    pages = -(-parts["replay_ingress"] // SHM_PAGE_BYTES) + -(-parts["inference_ring"] // SHM_PAGE_BYTES)
-    assert pool["required_bytes"] == (pages + 3 + 2 * 1 + 2) * SHM_PAGE_BYTES > parts["replay_ingress"] + \
+    # one slot of 16 envs: ring_obs (16 x 160), ring_dones (16) and ring_actions (16 x 29) floats, each
+    # its own segment, then the ingress, row counts, control and metrics segments, and 2 x 1 + 2 semaphores
+    segments = [16 * 160 * 4, 16 * 4, 16 * 29 * 4, parts["replay_ingress"], 2 * 8, 32 * 8, 13 * 8]
+    pages = sum(-(-b // SHM_PAGE_BYTES) for b in segments)
+    assert pool["required_bytes"] == (pages + 2 * 1 + 2) * SHM_PAGE_BYTES > parts["replay_ingress"] + \
         parts["inference_ring"]
     # Free space that holds the raw bytes (x 1.25 for the fill limit) but not the pages: refused.
     tight = int((parts["replay_ingress"] + parts["inference_ring"]) / 0.8) + 1

@@ -122,7 +122,6 @@ def test_runtime_settings_are_frozen_and_derive_rows_per_sync():
     }
     settings = resolve_runtime_settings(config)
     assert settings.learner_rows_per_sync == 192
-    assert settings.ingress_chunks_per_vector == 3  # ceil(10 / 4)
     with pytest.raises(AttributeError):
         settings.num_envs = 5  # type: ignore[misc]
 

@@ -1,4 +1,4 @@
-"""The real monitor against the real trainer, each failure injected with SOAKLAB_FAULT (DESIGN §9)."""
+"""The real monitor against the real trainer, each failure injected with SOAKLAB_FAULT (docs/soak.md)."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_run_shorter_than_the_minimum_fails(start_soak):
 @pytest.mark.parametrize(("flags", "words"), [
     (("--extra-override", "algo.num_envs=4"), "algo.num_envs is owned by `soaklab soak`"),
     (("--extra-override", "training.log_dir=/tmp/x"), "training.log_dir is owned"),
-    (("--extra-override", "training.sim_backend=mjwarp"), "training.sim_backend is owned"),
+    (("--extra-override", "training.sim_backend=mjwarp"), "declared by the --sim owner"),
     (("--extra-override", "training.inference_slot_capacity=0"), "training.inference_slot_capacity=0"),
     (("--sample-interval-seconds", "0"), "--sample-interval-seconds=0.0"),
 ])

@@ -65,7 +65,9 @@ def planned(project, *args: str) -> dict[str, int]:
             if m.group(1) != "total"}
 
 
-CHAIN = ("prefetch_assets", "mps_start", "resolve_config", "train_soak", "extract_metrics", "validate_artifacts")
+CHAIN = ("prefetch_assets", "resolve_config", "mps_start", "train_soak", "extract_metrics", "validate_artifacts")
+AFTER_RESOLUTION = {"resolve_config": 1, "mps_start": 1, "train_soak": 1, "extract_metrics": 1,
+                    "validate_artifacts": 1, "soak": 1}
 
 
 def test_dry_run_lists_the_chain(project):
@@ -107,6 +109,14 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
         assert next((work / "benchmarks/rules").rglob(f"{rule}.tsv")).is_file()
     assert "devices: learner cpu -> cpu" in (work / "logs/cpu/resolve_config.log").read_text()
     assert (work / "logs/cpu/soak_evidence/soak.json").is_file()
+    # Resolution runs once per DAG run: the monitor and the trainer load its record.
+    logs = {"resolve": work / "logs/cpu/resolve_config.log", "monitor": work / "logs/cpu/train_soak.log",
+            "trainer": results / "train/soak-console.log"}
+    texts = {k: p.read_text() for k, p in logs.items()}
+    assert sum(t.count("resolved on this host") for t in texts.values()) == 1
+    assert "config: resolved on this host" in texts["resolve"]
+    assert "soak: config loaded from results/cpu/run_config.json" in texts["monitor"]
+    assert "train: config loaded from results/cpu/train/run_config.json" in texts["trainer"]
 
     assert planned(project) == {}
     # -R extract_metrics: extraction and validation only; the soak is not rerun.
@@ -116,10 +126,15 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     assert proc.returncode == 0, proc.stderr
     assert (results / "soak.json").stat().st_mtime == soak_mtime
 
-    with open(root / "src/soaklab/config/keys.py", "a") as fh:
-        fh.write("\n# an edit\n")
-    assert planned(project) == {"resolve_config": 1, "train_soak": 1, "extract_metrics": 1,
-                                "validate_artifacts": 1, "soak": 1}
+    # Editing a module replans exactly the rules whose command imports it (and what follows them).
+    touch_module(root, "metrics/plot.py")
+    assert planned(project) == {"extract_metrics": 1, "validate_artifacts": 1, "soak": 1}
+    proc = snakemake(project, "soak")
+    assert proc.returncode == 0, proc.stderr
+    touch_module(root, "mps/record.py")
+    assert planned(project) == {k: v for k, v in AFTER_RESOLUTION.items() if k != "resolve_config"}
+    touch_module(root, "config/keys.py")
+    assert planned(project) == AFTER_RESOLUTION
 
     report = work / "report.html"
     proc = snakemake(project, "soak", "--report", str(report))
@@ -127,6 +142,11 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     text = report.read_text()
     for shown in ("metrics.png", "metrics.html", "validation.html"):
         assert shown in text, f"the report lacks {shown}"
+
+
+def touch_module(root: Path, module: str) -> None:
+    with open(root / "src/soaklab" / module, "a") as fh:
+        fh.write("\n# an edit\n")
 
 
 def test_failed_soak_fails_the_dag_keeps_evidence_and_a_rerun_retries(project):

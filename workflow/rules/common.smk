@@ -1,5 +1,6 @@
-# Helpers shared by every rule file: the CLI, run arguments and package inputs.
+# Helpers shared by the workflow files: the CLI, run arguments and package inputs.
 
+import importlib.util
 import json
 import shlex
 import sys
@@ -10,9 +11,6 @@ PKG = Path(workflow.basedir) / "src" / "soaklab"
 
 # Keys the DAG sets itself; a run's overrides may not.
 DAG_OWNED_KEYS = {"training.log_dir": "the DAG writes each run to results/{run}/train"}
-
-wildcard_constraints:
-    run=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 
 def _check_runs():
@@ -29,27 +27,30 @@ def _check_runs():
 _check_runs()
 
 
-def pkg_sources(*parts):
-    """Package files a rule depends on, so editing them reruns the rule (and only it)."""
-    files = []
-    for part in parts:
-        path = PKG / part
-        if path.is_file():
-            files.append(str(path))
-        else:
-            files.extend(
-                str(p) for p in sorted(path.rglob("*"))
-                if p.is_file() and p.suffix in {".py", ".yaml", ".json"} and "__pycache__" not in p.parts
-            )
-    return files
+# Each rule's code inputs: the import closure of the CLI command it runs, read from the source when
+# the DAG loads (soaklab.codedeps, loaded by path: it needs nothing but the standard library).
+_spec = importlib.util.spec_from_file_location("soaklab_codedeps", PKG / "codedeps.py")
+codedeps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(codedeps)
 
 
-# What every rule imports: the CLI, error types, JSON helpers and schemas.
-CORE_SOURCES = ["__init__.py", "__main__.py", "cli.py", "errors.py", "jsonfiles.py", "schemas"]
+def code_of(*commands):
+    """Package files `soaklab <command>` runs, so editing one replans the rule (and only its rules)."""
+    return codedeps.command_sources(*commands, root=PKG)
 
 
 def run_of(wildcards):
     return config["runs"][wildcards.run]
+
+
+def overrides_of(wildcards):
+    return run_of(wildcards).get("overrides") or {}
+
+
+def uses_gpu(wildcards):
+    """A GPU run: the MuJoCo Warp owners train on cuda, and any run whose device override says so."""
+    device = str(overrides_of(wildcards).get("training.device", ""))
+    return run_of(wildcards)["sim"] == "mjwarp" or device.startswith("cuda")
 
 
 def run_args(wildcards):
@@ -60,3 +61,28 @@ def run_args(wildcards):
     for key, value in (run.get("overrides") or {}).items():
         args.append(f"{key}={json.dumps(value)}")
     return " ".join(shlex.quote(a) for a in args)
+
+
+def _assets_flags():
+    assets = config.get("assets") or {}
+    flags = []
+    if assets.get("source"):
+        flags += ["--source", assets["source"]]
+    if assets.get("clip"):
+        flags += ["--clip", assets["clip"]]
+    if assets.get("clip_wheel"):
+        flags += ["--clip-wheel", assets["clip_wheel"]]
+    if assets.get("motion"):
+        flags += ["--motion", assets["motion"]]
+    return " ".join(shlex.quote(f) for f in flags)
+
+
+def _soak_flags(wildcards):
+    flags = []
+    for key, value in run_of(wildcards)["soak"].items():  # the config schema requires every key
+        flags += [f"--{key.replace('_', '-')}", str(value)]
+    return " ".join(shlex.quote(f) for f in flags)
+
+
+def train_threads(wildcards):
+    return overrides_of(wildcards).get("env.num_threads") or workflow.cores

@@ -1,14 +1,15 @@
-# Config resolution under the tensor-runtime settings contract: run_config.json.
+# Config resolution under the tensor-runtime settings contract: run_config.json. The one place a
+# run is resolved; every later rule (and the trainer) loads this record.
 
 
 rule resolve_config:
     input:
         manifest=rules.prefetch_assets.output.manifest,
-        mps=rules.mps_start.output.record,
-        code=pkg_sources(*CORE_SOURCES, "config", "settings", "conf", "tasks", "mps"),
+        code=code_of("config resolve"),
     output:
         run_config="results/{run}/run_config.json",
     params:
+        soaklab=SOAKLAB,
         args=run_args,
         log_dir="results/{run}/train",
     group:
@@ -18,5 +19,5 @@ rule resolve_config:
     benchmark:
         "benchmarks/rules/{run}/resolve_config.tsv"
     shell:
-        "{SOAKLAB} config resolve {params.args} training.log_dir={params.log_dir}"
-        " --assets-manifest {input.manifest} --mps-record {input.mps} --out {output.run_config} > {log} 2>&1"
+        "{params.soaklab} config resolve {params.args} training.log_dir={params.log_dir}"
+        " --assets-manifest {input.manifest} --out {output.run_config} > {log} 2>&1"

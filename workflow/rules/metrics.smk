@@ -5,20 +5,21 @@ rule extract_metrics:
     input:
         soak=rules.train_soak.output.soak,
         train=rules.train_soak.output.train,
-        code=pkg_sources(*CORE_SOURCES, "metrics"),
+        code=code_of("metrics"),
     output:
         metrics="results/{run}/metrics.json",
         csv="results/{run}/metrics.csv",
         plot=report("results/{run}/metrics.png", category="{run}", caption="../report/metrics_plot.rst"),
         table=report("results/{run}/metrics.html", category="{run}", caption="../report/metrics_table.rst"),
     params:
+        soaklab=SOAKLAB,
         last=20,
     log:
         "logs/{run}/extract_metrics.log",
     benchmark:
         "benchmarks/rules/{run}/extract_metrics.tsv"
     shell:
-        "{SOAKLAB} metrics {input.train} --last {params.last} --out {output.metrics} --csv {output.csv}"
+        "{params.soaklab} metrics {input.train} --last {params.last} --out {output.metrics} --csv {output.csv}"
         " --plot {output.plot} --html {output.table} > {log} 2>&1"
 
 
@@ -28,14 +29,16 @@ rule validate_artifacts:
         train=rules.train_soak.output.train,
         run_config=rules.resolve_config.output.run_config,
         metrics=rules.extract_metrics.output.metrics,
-        code=pkg_sources(*CORE_SOURCES, "validation.py", "soak/criteria.py"),
+        code=code_of("validate"),
     output:
         validation="results/{run}/validation.json",
         table=report("results/{run}/validation.html", category="{run}", caption="../report/validation.rst"),
+    params:
+        soaklab=SOAKLAB,
     log:
         "logs/{run}/validate_artifacts.log",
     benchmark:
         "benchmarks/rules/{run}/validate_artifacts.tsv"
     shell:
-        "{SOAKLAB} validate --soak {input.soak} --run-dir {input.train} --metrics {input.metrics}"
+        "{params.soaklab} validate --soak {input.soak} --run-dir {input.train} --metrics {input.metrics}"
         " --run-config {input.run_config} --out {output.validation} --html {output.table} > {log} 2>&1"

@@ -1,25 +1,21 @@
-# CUDA MPS: a "not requested" record, or, for a run with training.cuda_process_sharing: mps,
+# CUDA MPS: a "not requested" record, or, for a run resolved with training.cuda_process_sharing: mps,
 # the live soaklab-recorded daemon of its GPU, started here if none runs. The daemon is not the
 # run's: it outlives the DAG until `soaklab mps stop`.
 
 
-def _sharing(wildcards):
-    value = (run_of(wildcards).get("overrides") or {}).get("training.cuda_process_sharing")
-    return shlex.quote(json.dumps(value))
-
-
 rule mps_start:
     input:
-        code=pkg_sources(*CORE_SOURCES, "mps", "settings/contract.py"),
+        run_config=rules.resolve_config.output.run_config,
+        code=code_of("mps ensure"),
     output:
         record="results/{run}/mps.json",
-    params:
-        sharing=_sharing,
     group:
-        "soak_node"  # on a cluster: mps_start, resolve_config and train_soak share a node
+        "soak_node"  # on a cluster: resolve_config, mps_start and train_soak share a node
+    params:
+        soaklab=SOAKLAB,
     log:
         "logs/{run}/mps_start.log",
     benchmark:
         "benchmarks/rules/{run}/mps_start.tsv"
     shell:
-        "{SOAKLAB} mps ensure --cuda-process-sharing {params.sharing} --out {output.record} > {log} 2>&1"
+        "{params.soaklab} mps ensure --run-config {input.run_config} --out {output.record} > {log} 2>&1"

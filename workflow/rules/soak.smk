@@ -2,31 +2,33 @@
 # removes soak.json and the run dir, so the monitor also copies its evidence under logs/.
 
 
-def _soak_flags(wildcards):
-    flags = []
-    for key, value in run_of(wildcards)["soak"].items():  # the config schema requires every key
-        flags += [f"--{key.replace('_', '-')}", str(value)]
-    return " ".join(shlex.quote(f) for f in flags)
-
-
 rule train_soak:
     input:
         run_config=rules.resolve_config.output.run_config,
-        code=pkg_sources(*CORE_SOURCES, "config", "settings", "conf", "tasks", "sim", "rl", "soak", "hostinfo.py",
-                         "capture.py"),
+        mps=rules.mps_start.output.record,
+        # the monitor, and the trainer it spawns (`soaklab train`)
+        code=code_of("soak", "train"),
     output:
         soak="results/{run}/soak.json",
         train=directory("results/{run}/train"),
     params:
+        soaklab=SOAKLAB,
         flags=_soak_flags,
         evidence="logs/{run}/soak_evidence",
     group:
         "soak_node"
+    # The trainer takes the cores its physics threads are set to (all of them by default) and, for a
+    # GPU run, one GPU; a cluster executor schedules it by these.
+    threads: train_threads
+    resources:
+        gpu=lambda wc: 1 if uses_gpu(wc) else 0,
+        mem_mb=lambda wc: run_of(wc).get("resources", {}).get("mem_mb", 16000),
+        runtime=lambda wc: run_of(wc).get("resources", {}).get("runtime_minutes", 60),
     log:
         "logs/{run}/train_soak.log",
     benchmark:
         "benchmarks/rules/{run}/train_soak.tsv"
     shell:
         "rm -rf {params.evidence} && "
-        "{SOAKLAB} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
+        "{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
         " --output {output.soak} --evidence-dir {params.evidence} > {log} 2>&1"

@@ -1,1 +1,1 @@
-"""G1 model and motion clip materialization (DESIGN §6)."""
+"""G1 model and motion clip materialization (docs/assets-and-tasks.md)."""

@@ -1,4 +1,4 @@
-"""Unitree G1 29-DoF constants: joint groups, motor table and default pose (DESIGN §6).
+"""Unitree G1 29-DoF constants: joint groups, motor table and default pose (docs/assets-and-tasks.md).
 
 Gains follow the motor's reflected armature: kp = armature * w^2 and
 kd = 2 * zeta * armature * w with w = 2*pi*10 Hz and zeta = 2, the convention

@@ -1,4 +1,4 @@
-"""Motion clips: the NPZ contract, its validator and the synthetic dance clip (DESIGN §6).
+"""Motion clips: the NPZ contract, its validator and the synthetic dance clip (docs/assets-and-tasks.md).
 
 A clip holds, per frame, the 29 joint positions/velocities and the world pose
 and velocity of every robot body in model order. Real clips and the synthetic

@@ -1,4 +1,4 @@
-"""Build the G1 scene from the upstream `g1.xml` with MjSpec (DESIGN §6).
+"""Build the G1 scene from the upstream `g1.xml` with MjSpec (docs/assets-and-tasks.md).
 
 The upstream model has no actuators, armature, floor or keyframe; this adds
 them so every backend simulates the same scene: a floor, implicitfast at

@@ -41,7 +41,7 @@ class PinnedWheel:
         return f"{self.package}-{self.version}-py3-none-any.whl"
 
 
-# The G1 29-DoF MJCF and meshes as published inside mjlab 1.6.0 (DESIGN §6).
+# The G1 29-DoF MJCF and meshes as published inside mjlab 1.6.0 (docs/assets-and-tasks.md).
 G1_WHEEL = PinnedWheel(
     package="mjlab",
     version="1.6.0",

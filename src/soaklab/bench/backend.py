@@ -1,4 +1,4 @@
-"""`soaklab bench backend`: the phase-local env probe and its raw physics ceiling (DESIGN §3).
+"""`soaklab bench backend`: the phase-local env probe and its raw physics ceiling (docs/architecture.md).
 
 For each backend the probe runs the G1 env with random actions and times each
 phase of an iteration. In the same run it measures the raw physics ceiling the env

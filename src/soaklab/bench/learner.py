@@ -25,8 +25,8 @@ from soaklab.config.compose import compose
 from soaklab.hostinfo import git_state, host_record, versions
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.rl.agents import make_agent
-from soaklab.rl.channels import Layout
 from soaklab.rl.replay import ReplayRing
+from soaklab.settings.layout import Layout
 from soaklab.tasks.spaces import TASK_SPACES
 
 SCHEMA_VERSION = 1
@@ -62,8 +62,7 @@ def bench_one(algo: str, batch: int, mode: str, device: torch.device, num_envs: 
             os.environ.pop(GRAPH_ENV, None)
         else:
             os.environ[GRAPH_ENV] = previous
-    layout = Layout(num_envs=num_envs, capacity=1, obs_dim=spaces.actor_obs, critic_dim=spaces.critic_obs,
-                    action_dim=spaces.action, depth=2, slot_rows=num_envs, num_metrics=1)
+    layout = Layout(spaces=spaces, num_envs=num_envs, capacity=1, depth=2, slot_rows=num_envs, num_metrics=1)
     replay = ReplayRing(replay_rows, layout.row_width, layout.row_slices(), device, seed=0)
     generator = torch.Generator(device=device).manual_seed(0)
     replay.add(torch.randn(replay_rows, layout.row_width, generator=generator, device=device) * 0.1)

@@ -1,4 +1,4 @@
-"""Compose the owner YAML tree with OmegaConf in struct mode (DESIGN §4).
+"""Compose the owner YAML tree with OmegaConf in struct mode (docs/settings-contract.md).
 
 Layers, lowest first:
   conf/_shared/common.yaml            keys every algorithm shares (defines keys)

@@ -7,6 +7,8 @@ being coerced.
 
 from __future__ import annotations
 
+from soaklab.settings.contract import MAX_SEED
+
 # Keys whose default is null, with the kind a non-null value must have.
 NULLABLE_KINDS: dict[str, type] = {
     "env.num_threads": int,
@@ -32,9 +34,6 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.seed": 0,
 }
 
-# torch generators take seeds up to 2**64 - 1; soaklab's contract is 0..2**63 - 1 (derived seeds,
-# e.g. one per inference group, wrap around inside that range).
-MAX_SEED = 2**63 - 1
 
 # Exact ints that must be <= the given maximum (checked with the minimum, before anything is spawned).
 INT_MAXIMUMS: dict[str, int] = {

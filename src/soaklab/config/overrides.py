@@ -1,4 +1,4 @@
-"""KEY=VALUE overrides: parsed as YAML scalars and checked raw before merging (DESIGN §4).
+"""KEY=VALUE overrides: parsed as YAML scalars and checked raw before merging (docs/settings-contract.md).
 
 The check happens on the value exactly as the user wrote it, so ``'2'`` (a
 string) is refused where an int is required instead of being coerced.
@@ -108,3 +108,11 @@ def apply_overrides(cfg: DictConfig, overrides: list[Override], known: list[str]
             check_value_kind(o.key, o.value, default)
     for o in overrides:
         OmegaConf.update(cfg, o.key, o.value, merge=False)
+
+
+def merge_overrides(base: list[str], extra: list[str]) -> list[str]:
+    """Later KEY=VALUE items replace earlier ones with the same key."""
+    merged: dict[str, str] = {}
+    for item in [*base, *extra]:
+        merged[item.partition("=")[0].strip()] = item
+    return list(merged.values())

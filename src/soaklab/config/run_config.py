@@ -1,7 +1,7 @@
-"""Resolve a composed config into run_config.json (DESIGN §4).
+"""A resolved run and its record, run_config.json (docs/settings-contract.md, "Resolution").
 
-Resolution order: contract knobs -> devices -> memory budget. Every check runs
-before anything is written, so a refusal leaves no file behind.
+Resolution order: contract knobs -> devices -> layout -> memory budget. Every check runs before
+anything is written, so a refusal leaves no file behind. Callers go through soaklab.config.resolve.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
-from soaklab.tasks.spaces import TaskSpaces, task_spaces
+from soaklab.settings.layout import Layout, TaskSpaces, runtime_layout
+from soaklab.tasks.metrics import collector_metrics
+from soaklab.tasks.spaces import task_spaces
 
 RUN_CONFIG_SCHEMA_VERSION = 1
 
@@ -34,17 +36,19 @@ class ResolvedRun:
     budget: MemoryBudget
     host: HostCapabilities
     assets: dict[str, Any] | None
+    layout: Layout
+    # How this process came by it: "resolved on this host (...)" or "loaded from PATH (...)"; each
+    # process prints it once it starts, so a log shows where resolution ran.
+    origin: str = "resolved"
     # The CUDA MPS daemon a trainer selected (soaklab.mps.client.MpsSelection), when it asked for one.
     mps: Any = None
 
     @property
     def spaces(self) -> TaskSpaces:
-        return task_spaces(self.composed.task)
+        return self.layout.spaces
 
     @property
     def collector_metrics(self) -> tuple[str, ...]:
-        from soaklab.tasks.registry import collector_metrics
-
         return collector_metrics(self.composed.task)
 
     @property
@@ -126,9 +130,15 @@ def resolve_run_config(
     )
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_agent_ranges(composed)
-    budget = compute_memory_budget(settings, replay, task_spaces(composed.task), devices, host)
+    layout = layout_of(settings, composed.task)
+    budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
-    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path))
+    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout)
+
+
+def layout_of(settings: RuntimeSettings, task: str) -> Layout:
+    """The runtime's shapes for `task` under `settings`: derived here once, read by every part."""
+    return runtime_layout(settings, task_spaces(task), len(collector_metrics(task)))
 
 
 def check_agent_ranges(composed: ComposedConfig) -> None:

@@ -1,1 +1,1 @@
-"""Metric extraction from a run's TensorBoard event file (DESIGN §9)."""
+"""Metric extraction from a run's TensorBoard event file (docs/soak.md)."""

@@ -1,4 +1,4 @@
-"""`soaklab metrics`: last-N window means as JSON, every scalar as CSV, a PNG plot (DESIGN §9)."""
+"""`soaklab metrics`: last-N window means as JSON, every scalar as CSV, a PNG plot (docs/soak.md)."""
 
 from __future__ import annotations
 

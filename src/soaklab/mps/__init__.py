@@ -1,1 +1,1 @@
-"""CUDA MPS lifecycle (DESIGN §10)."""
+"""CUDA MPS lifecycle (docs/mps.md)."""

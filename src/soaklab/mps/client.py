@@ -1,4 +1,4 @@
-"""A trainer's side of CUDA MPS: pick the daemon before CUDA starts, then prove it was used (DESIGN §10).
+"""A trainer's side of CUDA MPS: pick the daemon before CUDA starts, then prove it was used (docs/mps.md).
 
 With `training.cuda_process_sharing=mps` the trainer takes an explicit
 CUDA_MPS_PIPE_DIRECTORY if the caller set one, else the single live

@@ -1,4 +1,4 @@
-"""`soaklab mps start|doctor|status|env|stop`: a user-owned CUDA MPS control daemon (DESIGN §10).
+"""`soaklab mps start|doctor|status|env|stop`: a user-owned CUDA MPS control daemon (docs/mps.md).
 
 The training path never starts or stops host services by itself: these
 commands do, and leave a record proving what they own. `stop` quits only a

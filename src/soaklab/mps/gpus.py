@@ -1,4 +1,4 @@
-"""Which physical GPU a CUDA MPS daemon serves: selectors resolve to canonical UUIDs (DESIGN §10).
+"""Which physical GPU a CUDA MPS daemon serves: selectors resolve to canonical UUIDs (docs/mps.md).
 
 A selector is a visible index or a GPU UUID (a unique prefix is enough). MIG
 UUIDs are rejected (an MPS daemon here serves a whole GPU), and requests for

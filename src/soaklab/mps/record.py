@@ -1,11 +1,9 @@
 """The mps_start rule's record: whether the run asked for CUDA MPS, and what was done.
 
-The request is read from the run's own `training.cuda_process_sharing` override
-(owners always leave it null, seed 000), so this step does not depend on config
-composition; `soaklab config resolve` later checks the composed value against
-this record. A run that asks for mps gets the live soaklab-recorded daemon of
-its GPU, started here if none runs (`soaklab mps start` with its defaults); the
-daemon is not the run's: it outlives the DAG until `soaklab mps stop`.
+The request is the resolved run's `training.cuda_process_sharing` (run_config.json: resolution
+already refused mps wherever it cannot work). A run that asks for mps gets the live
+soaklab-recorded daemon of its GPU, started here if none runs (`soaklab mps start` with its
+defaults); the daemon is not the run's: it outlives the DAG until `soaklab mps stop`.
 """
 
 from __future__ import annotations
@@ -13,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from soaklab.errors import SettingError
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.mps.records import DaemonRecord
-from soaklab.schemas import load_artifact, validate_artifact
+from soaklab.schemas import validate_artifact
 from soaklab.settings.contract import check_cuda_process_sharing
 
 MPS_RECORD_SCHEMA_VERSION = 1
@@ -57,16 +54,3 @@ def ensure_mps(sharing: Any, out: Path) -> dict[str, Any]:
     write_json_atomic(out, record)
     print(f"mps: not requested; wrote {out}")
     return record
-
-
-def read_mps_record(path: Path) -> dict[str, Any]:
-    return load_artifact("mps_record", path, "rerun the mps_start step")
-
-
-def check_mps_record(record: dict[str, Any], sharing: str | None, path: Path) -> None:
-    """The composed config and the mps_start record must agree on the sharing mode."""
-    if record["cuda_process_sharing"] != sharing:
-        raise SettingError(
-            "training.cuda_process_sharing", sharing,
-            f"{path} records {record['cuda_process_sharing']!r}; rerun mps_start for this run",
-        )

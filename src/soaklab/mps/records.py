@@ -1,4 +1,4 @@
-"""Ownership records of soaklab-started MPS daemons (DESIGN §10).
+"""Ownership records of soaklab-started MPS daemons (docs/mps.md).
 
 `soaklab mps start` writes `~/.cache/soaklab/mps/<name>/daemon.json` with the
 evidence that proves ownership later: uid, host, the control daemon's pid and

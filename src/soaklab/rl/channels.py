@@ -1,4 +1,4 @@
-"""The inference ring and replay ingress between learner and collector (DESIGN §8).
+"""The inference ring and replay ingress between learner and collector (docs/runtime.md).
 
 Inference ring: `c` slots of observations/dones/actions. Tick t uses slot t % c;
 the envs are split into c contiguous groups stepped in turn, so one group's
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from soaklab.rl.shm import ArraySpec, SharedArrays
+from soaklab.settings.layout import CONTROL_WORDS, Layout
 
 POLL_S = 0.05  # wake-up interval of blocking waits, to notice stop requests and dead peers
 
@@ -55,64 +56,16 @@ class C(enum.IntEnum):
     COUNT = 22
 
 
+# The layout reserves the control array's words without importing this protocol.
+assert C.COUNT <= CONTROL_WORDS, "soaklab.settings.layout.CONTROL_WORDS is too small for the channel counters"
+
+
 class Stopped(Exception):
     """A wait ended because the run is stopping."""
 
 
 class PeerDied(Exception):
     """A wait ended because the other process is gone."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    num_envs: int
-    capacity: int  # inference slots c
-    obs_dim: int
-    critic_dim: int
-    action_dim: int
-    depth: int  # ingress slots
-    slot_rows: int
-    num_metrics: int
-
-    @property
-    def group_bounds(self) -> list[tuple[int, int]]:
-        """Contiguous env ranges [start, stop) of the c groups."""
-        edges = np.linspace(0, self.num_envs, self.capacity + 1).round().astype(int)
-        return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-
-    @property
-    def group_size(self) -> int:
-        return max(b - a for a, b in self.group_bounds)
-
-    @property
-    def row_width(self) -> int:
-        return 2 * self.obs_dim + 2 * self.critic_dim + self.action_dim + 3
-
-    @property
-    def chunks_per_vector(self) -> int:
-        return -(-self.num_envs // self.slot_rows)
-
-    def row_slices(self) -> dict[str, slice]:
-        widths = {"obs": self.obs_dim, "next_obs": self.obs_dim, "critic": self.critic_dim,
-                  "next_critic": self.critic_dim, "action": self.action_dim, "reward": 1, "terminated": 1,
-                  "truncated": 1}
-        out, start = {}, 0
-        for name, width in widths.items():
-            out[name] = slice(start, start + width)
-            start += width
-        return out
-
-    def shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
-        g = self.group_size
-        return {
-            "ring_obs": ((self.capacity, g, self.obs_dim), "float32"),
-            "ring_dones": ((self.capacity, g), "float32"),
-            "ring_actions": ((self.capacity, g, self.action_dim), "float32"),
-            "ingress": ((self.depth, self.slot_rows, self.row_width), "float32"),
-            "ingress_rows": ((self.depth,), "int64"),
-            "control": ((int(C.COUNT),), "int64"),
-            "metrics": ((max(self.num_metrics, 1),), "float64"),
-        }
 
 
 @dataclass(frozen=True)
@@ -130,15 +83,9 @@ class ChannelHandles:
     cuda_ring: Any = None
 
 
-# Arrays that carry observations, actions and transitions; the rest are host-side bookkeeping.
-DATA_ARRAYS = ("ring_obs", "ring_dones", "ring_actions", "ingress")
-
-
 def make_channels(ctx: Any, layout: Layout, cuda_ring: Any = None) -> tuple[SharedArrays, ChannelHandles]:
     shapes = layout.shapes()
-    if cuda_ring is not None:
-        shapes = {k: v for k, v in shapes.items() if k not in DATA_ARRAYS}
-    arrays = SharedArrays.create(shapes)
+    arrays = SharedArrays.create({k: shapes[k] for k in layout.shared_memory_arrays(cuda_ring is not None)})
     handles = ChannelHandles(
         layout=layout,
         specs=arrays.specs,

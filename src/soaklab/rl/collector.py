@@ -1,4 +1,4 @@
-"""The collector process: owns the env, never the actor (DESIGN §8).
+"""The collector process: owns the env, never the actor (docs/runtime.md).
 
 Spawned by the learner. It publishes observations into the inference ring,
 steps its group of envs with the actions the learner answers, and publishes
@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from soaklab.config.keys import MAX_SEED
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
@@ -30,6 +29,7 @@ from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
+from soaklab.settings.contract import MAX_SEED
 from soaklab.tasks.registry import step_metrics
 
 

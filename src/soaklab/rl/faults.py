@@ -1,4 +1,4 @@
-"""Fault injection for tests (DESIGN §8): SOAKLAB_FAULT=<fault>@<iteration>.
+"""Fault injection for tests (docs/runtime.md): SOAKLAB_FAULT=<fault>@<iteration>.
 
 Faults are injected into the real trainer so soak tests drive the real runtime.
 """

@@ -1,4 +1,4 @@
-"""The replay ring, on the learner device (DESIGN §8).
+"""The replay ring, on the learner device (docs/runtime.md).
 
 Chunks from replay ingress are copied in; `ptr`/`size` advance only after the
 copy, so a sampled row is always a complete transition. The row count and the

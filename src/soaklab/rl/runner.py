@@ -1,4 +1,4 @@
-"""The learner: owns actor, critics, replay ring, inference and logging (DESIGN §8).
+"""The learner: owns actor, critics, replay ring, inference and logging (docs/runtime.md).
 
 `train(resolved, run_dir)` runs one training to completion or failure and
 always ends the same way: stop the collector (signal, join, terminate), close
@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from soaklab.config.keys import MAX_SEED
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import CANCEL_SIGNALS
 from soaklab.rl.agents import make_agent
-from soaklab.rl.channels import C, Layout, PeerDied, make_channels, wait
+from soaklab.rl.channels import C, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
 from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger
@@ -39,6 +38,7 @@ from soaklab.rl.replay import ReplayRing
 from soaklab.rl.summary import build_summary, validate_summary
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
+from soaklab.settings.contract import MAX_SEED
 
 JOIN_TIMEOUT_S = 5.0
 READY_TIMEOUT_S = 900.0
@@ -153,10 +153,7 @@ class Learner:
         torch.set_num_threads(int(self.config["env"]["num_threads"] or usable_cores()))
         spaces = self.resolved.spaces
         s = self.settings
-        layout = Layout(num_envs=s.num_envs, capacity=s.inference_slot_capacity, obs_dim=spaces.actor_obs,
-                        critic_dim=spaces.critic_obs, action_dim=spaces.action, depth=s.replay_ingress_depth,
-                        slot_rows=s.replay_ingress_slot_rows, num_metrics=len(self.resolved.collector_metrics))
-        self.layout = layout
+        layout = self.layout = self.resolved.layout
         ctx = mp.get_context("spawn")
         carrier = self.resolved.devices.carrier
         if self.device.type == "cuda":

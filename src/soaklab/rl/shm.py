@@ -1,4 +1,4 @@
-"""Named shared-memory arrays (DESIGN §8).
+"""Named shared-memory arrays (docs/runtime.md).
 
 The learner creates and unlinks every segment; the collector attaches by name.
 Named `multiprocessing.shared_memory` segments live in /dev/shm, so a leak is

@@ -1,4 +1,4 @@
-"""run_summary.json with the runtime manifest v1 (DESIGN §8), checked against its schema."""
+"""run_summary.json with the runtime manifest v1 (docs/runtime.md), checked against its schema."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 
 from soaklab.rl.channels import C
 from soaklab.schemas import validate_artifact
+from soaklab.settings.layout import Layout
 
 if TYPE_CHECKING:
     from soaklab.rl.runner import Learner
@@ -36,11 +37,11 @@ def inference_flight(n: dict[C, int], capacity: int) -> dict[str, int]:
     }
 
 
-def replay_ingress(n: dict[C, int], depth: int, slot_rows: int, chunks_per_vector: int) -> dict[str, Any]:
+def replay_ingress(n: dict[C, int], layout: Layout) -> dict[str, Any]:
     return {
-        "ingress_depth": depth,
-        "ingress_slot_rows": slot_rows,
-        "chunks_per_vector": chunks_per_vector,
+        "ingress_depth": layout.depth,
+        "ingress_slot_rows": layout.slot_rows,
+        "chunks_per_vector": layout.chunks_per_vector,
         "vector_steps": n[C.VECTOR_STEPS],
         "published_sequence": n[C.INGRESS_PUBLISHED],
         "release_sequence": n[C.INGRESS_RELEASED],
@@ -79,8 +80,7 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "tensor_memory_budget": budget,
         "collector_backend_device": r.devices.carrier,
         "inference_flight": inference_flight(n, s.inference_slot_capacity),
-        "replay_ingress": replay_ingress(n, s.replay_ingress_depth, s.replay_ingress_slot_rows,
-                                         s.ingress_chunks_per_vector),
+        "replay_ingress": replay_ingress(n, r.layout),
         "shutdown": learner.shutdown.record(),
         "backend_diagnostics": learner.backend_diagnostics or {
             "available": False, "backend_type": r.composed.sim, "unavailable_reason": "not reported"},

@@ -1,4 +1,4 @@
-"""Where the inference ring and ingress slots live: host shared memory or the GPU (DESIGN §5, §8).
+"""Where the inference ring and ingress slots live: host shared memory or the GPU (docs/runtime.md).
 
 The transport is derived from the carrier, never configured: a cpu carrier
 gets the host ring (numpy views of named /dev/shm segments), a cuda carrier
@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from soaklab.rl.channels import Layout
 from soaklab.rl.shm import SharedArrays
+from soaklab.settings.layout import Layout
 
 
 class HostRing:

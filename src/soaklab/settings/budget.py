@@ -1,4 +1,5 @@
-"""The tensor memory budget, computed at resolve time and again before spawning (DESIGN §5).
+"""The tensor memory budget, computed at resolution and checked again on the host that runs it
+(docs/settings-contract.md, "Memory budget").
 
 Each part is placed where the runtime will allocate it: replay storage, the
 learner batch and workspace slack on the learner device; the inference ring and
@@ -16,11 +17,9 @@ from typing import Any
 from soaklab.errors import InvalidInput
 from soaklab.settings.contract import RuntimeSettings
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices
-from soaklab.tasks.spaces import TaskSpaces
+from soaklab.settings.layout import Layout
 
 FLOAT32 = 4
-# Per inference slot: tick number, done counters and flight bookkeeping.
-INFERENCE_SLOT_HEADER_BYTES = 4096
 WORKSPACE_SLACK_FRACTION = 0.10
 WORKSPACE_SLACK_MIN_BYTES = 32 << 20
 # Headroom kept free on CUDA devices and /dev/shm for allocator fragmentation and other users.
@@ -93,38 +92,33 @@ def human_bytes(n: int) -> str:
 
 
 # /dev/shm is a tmpfs: every segment takes whole pages, and every named semaphore is a file of one
-# page. The host-ring carrier creates one segment per data array and per bookkeeping array and
-# 2 x inference_slot_capacity + 2 semaphores (soaklab.rl.channels.make_channels).
+# page. The host-ring carrier makes one segment per array of the layout.
 SHM_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-SHM_BOOKKEEPING_SEGMENTS = 3  # ingress row counts, control counters, metrics
 
 
 def _pages(n: int) -> int:
-    return -(-n // SHM_PAGE_BYTES) * SHM_PAGE_BYTES
+    return -(-max(n, 1) // SHM_PAGE_BYTES) * SHM_PAGE_BYTES
 
 
-def shm_required_bytes(parts: dict[str, int], capacity: int) -> int:
-    """What the carrier's segments and semaphores take from /dev/shm, page rounding included."""
-    semaphores = 2 * capacity + 2
-    return (_pages(parts["replay_ingress"]) + _pages(parts["inference_ring"])
-            + (SHM_BOOKKEEPING_SEGMENTS + semaphores) * SHM_PAGE_BYTES)
+def shm_required_bytes(layout: Layout) -> int:
+    """What the host ring's segments and semaphores take from /dev/shm, page rounding included."""
+    segments = sum(_pages(layout.nbytes(a)) for a in layout.shared_memory_arrays(carrier_is_cuda=False))
+    return segments + layout.semaphores * SHM_PAGE_BYTES
 
 
 def compute_memory_budget(
     settings: RuntimeSettings,
     replay_buffer_size: int,
-    spaces: TaskSpaces,
+    layout: Layout,
     devices: ResolvedDevices,
     host: HostCapabilities,
 ) -> MemoryBudget:
-    width = spaces.replay_row_width
-    n = settings.num_envs
+    width = layout.row_width
     parts = {
         "replay_storage": replay_buffer_size * width * FLOAT32,
-        "replay_ingress": settings.replay_ingress_depth * settings.replay_ingress_slot_rows * width * FLOAT32,
+        "replay_ingress": layout.ingress_bytes,
         "learner_batch": 2 * settings.learner_rows_per_sync * width * FLOAT32,
-        "inference_ring": settings.inference_slot_capacity
-        * (n * (spaces.actor_obs + spaces.action + 1) * FLOAT32 + INFERENCE_SLOT_HEADER_BYTES),
+        "inference_ring": layout.inference_ring_bytes,
     }
     parts["workspace_slack"] = max(int(WORKSPACE_SLACK_FRACTION * sum(parts.values())), WORKSPACE_SLACK_MIN_BYTES)
 
@@ -142,7 +136,7 @@ def compute_memory_budget(
         host_parts = learner_parts
     if devices.carrier == "cpu":
         pools.append(MemoryPool("shared_memory", "/dev/shm", carrier_parts,
-                                shm_required_bytes(parts, settings.inference_slot_capacity),
+                                shm_required_bytes(layout),
                                 int(DEVICE_FILL_LIMIT * host.shm_free_bytes), f"{DEVICE_FILL_LIMIT} x free /dev/shm"))
     if host_parts:
         pools.append(MemoryPool("host", "cpu" if devices.learner == "cpu" else devices.learner, host_parts,

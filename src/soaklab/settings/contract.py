@@ -1,4 +1,4 @@
-"""The tensor-runtime knob table and its exact-int rule (DESIGN §5, seed 000).
+"""The tensor-runtime knob table and its exact-int rule (docs/settings-contract.md).
 
 Every knob that shapes the learner/collector processes is checked here, on the
 raw value the user wrote, before it is merged into the config: a bool, a
@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from soaklab.errors import SettingError
+
+# torch generators take seeds up to 2**64 - 1; soaklab's contract is 0..2**63 - 1 (derived seeds,
+# e.g. one per inference group, wrap around inside that range).
+MAX_SEED = 2**63 - 1
 
 # The only value training.cuda_process_sharing accepts besides null.
 CUDA_PROCESS_SHARING_MODES = ("mps",)
@@ -122,11 +126,6 @@ class RuntimeSettings:
     @property
     def learner_rows_per_sync(self) -> int:
         return self.batch_size * self.updates_per_step
-
-    @property
-    def ingress_chunks_per_vector(self) -> int:
-        """Chunks one collector vector of num_envs rows is published as: ceil(N / slot_rows)."""
-        return -(-self.num_envs // self.replay_ingress_slot_rows)
 
     def runtime_limits(self) -> dict[str, dict[str, int | None]]:
         return {key: vars(limit).copy() for key, limit in self.limits.items()}

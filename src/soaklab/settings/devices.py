@@ -1,4 +1,4 @@
-"""Device resolution: a pure function of (config values, host capabilities) (DESIGN §5).
+"""Device resolution: a pure function of (config values, host capabilities) (docs/settings-contract.md).
 
 ``training.device`` names the learner's torch device. ``training.collector_tensor_device``
 asks where the collector's tensors live (the "carrier"); the answer depends on
@@ -10,16 +10,13 @@ carrier, never configured.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from soaklab.errors import InvalidInput, SettingError
+from soaklab.errors import SettingError
 
 ALLOW_CPU_CARRIER_ENV = "SOAKLAB_ALLOW_CUDA_LEARNER_CPU_CARRIER"
-HOST_CAPABILITIES_ENV = "SOAKLAB_HOST_CAPABILITIES"
 
 # How each sim backend places the collector's tensors.
 HOST_BRIDGE = "host_bridge"
@@ -32,7 +29,7 @@ _LEARNER_RE = re.compile(r"^(cpu|mps|cuda)(?::(\d+))?$")
 
 @dataclass(frozen=True)
 class HostCapabilities:
-    """What the host offers; probed, or simulated for tests and planning."""
+    """What the host offers; probed or simulated by soaklab.config.host."""
 
     cuda_device_count: int = 0
     # Free bytes per visible CUDA device, in ordinal order.
@@ -53,58 +50,6 @@ class HostCapabilities:
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["cuda_free_bytes"] = list(self.cuda_free_bytes)
         return record
-
-
-def _probe_memory() -> tuple[int, int]:
-    import psutil
-
-    shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
-    shm_free = shm.f_bavail * shm.f_frsize if shm else 0
-    return shm_free, int(psutil.virtual_memory().available)
-
-
-def probe_host() -> HostCapabilities:
-    """Probe this host, unless SOAKLAB_HOST_CAPABILITIES simulates one (JSON object)."""
-    simulated = os.environ.get(HOST_CAPABILITIES_ENV)
-    if simulated:
-        return simulated_host(simulated)
-    import torch
-
-    shm_free, mem_available = _probe_memory()
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    free = tuple(torch.cuda.mem_get_info(i)[0] for i in range(count))
-    return HostCapabilities(
-        cuda_device_count=count,
-        cuda_free_bytes=free,
-        current_cuda_device=torch.cuda.current_device() if count else 0,
-        apple_mps=bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
-        rocm=torch.version.hip is not None,
-        shm_free_bytes=shm_free,
-        mem_available_bytes=mem_available,
-    )
-
-
-def simulated_host(text: str) -> HostCapabilities:
-    """Build host capabilities from JSON; unspecified memory figures are probed."""
-    try:
-        values = json.loads(text)
-        if not isinstance(values, dict):
-            raise ValueError("not a JSON object")
-        known = {f.name for f in fields(HostCapabilities)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        if "cuda_free_bytes" in values:
-            values["cuda_free_bytes"] = tuple(int(v) for v in values["cuda_free_bytes"])
-        shm_free, mem_available = _probe_memory()
-        values.setdefault("shm_free_bytes", shm_free)
-        values.setdefault("mem_available_bytes", mem_available)
-        count = values.get("cuda_device_count", 0)
-        values.setdefault("cuda_free_bytes", tuple([80 << 30] * count))
-        values["source"] = "simulated"
-        return HostCapabilities(**values)
-    except (ValueError, TypeError) as exc:
-        raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: invalid host description ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -177,7 +122,7 @@ def resolve_devices(
     host: HostCapabilities,
     allow_cuda_learner_cpu_carrier: bool = False,
 ) -> ResolvedDevices:
-    """Resolve the learner device and the collector carrier by the table of DESIGN §5."""
+    """Resolve the learner device and the collector carrier by the carrier table of docs/settings-contract.md."""
     carrier_key = "training.collector_tensor_device"
     if carrier_request not in CARRIER_REQUESTS:
         hint = " (no ordinal: the ordinal follows the learner)" if str(carrier_request).startswith("cuda:") else ""
@@ -236,7 +181,3 @@ def resolve_devices(
         carrier_reason=reason,
         sim_backend=sim_backend,
     )
-
-
-def allow_cpu_carrier_from_env() -> bool:
-    return os.environ.get(ALLOW_CPU_CARRIER_ENV, "") == "1"

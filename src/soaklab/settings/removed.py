@@ -1,4 +1,4 @@
-"""Keys removed from the contract; each fails closed with its migration (DESIGN §5)."""
+"""Keys removed from the contract; each fails closed with its migration (docs/settings-contract.md)."""
 
 from __future__ import annotations
 

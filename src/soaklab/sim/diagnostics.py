@@ -1,4 +1,4 @@
-"""The backend diagnostics payload (DESIGN §7): available with details, or why not; never null."""
+"""The backend diagnostics payload (docs/assets-and-tasks.md): available with details, or why not; never null."""
 
 from __future__ import annotations
 

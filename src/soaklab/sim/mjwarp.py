@@ -1,4 +1,4 @@
-"""MuJoCo Warp on the GPU: N worlds in one mujoco_warp `Data` (DESIGN §7).
+"""MuJoCo Warp on the GPU: N worlds in one mujoco_warp `Data` (docs/assets-and-tasks.md).
 
 Imported lazily (warp and mujoco_warp load only when this backend is built), so
 CPU machines never need them. One control step is the same sequence as the CPU

@@ -1,4 +1,4 @@
-"""MuJoCo on the CPU: N `MjData` stepped by a thread pool (DESIGN §7).
+"""MuJoCo on the CPU: N `MjData` stepped by a thread pool (docs/assets-and-tasks.md).
 
 `mj_step` releases the GIL, so T threads step T contiguous chunks of envs in
 parallel. After each control step every env copies qpos | qvel | sensordata

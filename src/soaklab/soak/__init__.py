@@ -1,1 +1,1 @@
-"""The soak monitor (DESIGN §9): a real trainer watched until it ends, one JSON of evidence."""
+"""The soak monitor (docs/soak.md): a real trainer watched until it ends, one JSON of evidence."""

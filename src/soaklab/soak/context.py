@@ -1,4 +1,4 @@
-"""Where and on what a soak ran: the soak JSON's context (DESIGN §9)."""
+"""Where and on what a soak ran: the soak JSON's context (docs/soak.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pass table of a soak (seed 001, DESIGN §9), as checks with expected and actual values.
+"""The pass table of a soak (docs/soak.md, "The pass table"), as checks with expected and actual values.
 
 The monitor applies the run-summary checks to decide shutdown_contract_violation;
 `soaklab validate` applies all of them again from the artifacts on disk.
@@ -6,9 +6,10 @@ The monitor applies the run-summary checks to decide shutdown_contract_violation
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+from soaklab.settings.layout import chunks_per_vector
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def run_summary_checks(summary: dict[str, Any], num_envs: int) -> list[Check]:
     """What the trainer's own run_summary.json must show for a passing soak."""
     manifest = summary["runtime_manifest"]
     flight, ingress, shutdown = manifest["inference_flight"], manifest["replay_ingress"], manifest["shutdown"]
-    chunks = math.ceil(num_envs / ingress["ingress_slot_rows"])
+    chunks = chunks_per_vector(num_envs, ingress["ingress_slot_rows"])
     return [
         Check("run status", "completed", summary["status"]),
         Check("run failure_reason", None, summary["failure_reason"]),

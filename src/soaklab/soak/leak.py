@@ -1,4 +1,4 @@
-"""The leak verdict (DESIGN §9): after start-up, nothing may keep growing.
+"""The leak verdict (docs/soak.md): after start-up, nothing may keep growing.
 
 A peak is normal; sustained growth is a leak. The post-startup window is every
 sample after the trainer's first finished iteration, less the first 20% of them

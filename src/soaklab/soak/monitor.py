@@ -1,4 +1,4 @@
-"""`soaklab soak`: run the real trainer in its own session and watch it until it ends (DESIGN §9).
+"""`soaklab soak`: run the real trainer in its own session and watch it until it ends (docs/soak.md).
 
 The monitor never trusts the trainer to report its own health: it samples the
 process tree, memory, file descriptors and run-dir changes itself, enforces the
@@ -21,10 +21,12 @@ from typing import Any
 
 import psutil
 
+from soaklab.config.host import probe_host
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import CANCEL_SIGNALS, die_with_parent
+from soaklab.rundir import RUN_CONFIG
 from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
@@ -60,29 +62,37 @@ class Cancelled(BaseException):
 
 
 def resolve_request(request: SoakRequest) -> ResolvedRun:
-    """Everything the trainer would refuse, refused here first: nothing is spawned on bad input."""
-    from soaklab.rl.train import read_run_config, resolve_training
+    """Everything the trainer would refuse, refused here first: nothing is spawned on bad input.
+
+    A run config is loaded (checked again only where this host matters); only a soak that changes it
+    (--extra-override) or has none resolves. The host is described without a CUDA context."""
+    from soaklab.config.resolve import RunRequest, load, read_run_config, request_of, resolve, select_mps, with_log_dir
 
     check_extra_overrides(list(request.extra_overrides))
     check_outputs(request)
-    if request.run_config is not None:
-        algo_cfg = read_run_config(request.run_config)["config"]["algo"]
+    host = probe_host(cuda_context=False)
+    overrides = (*owned_overrides(request), *request.extra_overrides)
+    if request.run_config is None:
+        assert request.algo is not None and request.task is not None and request.sim is not None
+        resolved = resolve(RunRequest(request.algo, request.task, request.sim, overrides), host)
+    elif request.extra_overrides:
+        resolved = resolve(request_of(read_run_config(request.run_config), overrides), host)
+    else:
+        resolved = load(request.run_config, host)
+        algo_cfg = resolved.composed.config["algo"]
         for flag, key, value in (("--num-envs", "num_envs", request.num_envs),
                                  ("--iterations", "max_iterations", request.iterations)):
             if value is not None and value != algo_cfg[key]:
                 raise InvalidInput(f"{flag}={value}: disagrees with algo.{key}={algo_cfg[key]} in "
                                    f"{request.run_config}; drop the flag or resolve the run config again")
-    return resolve_training(request.run_config, request.algo, request.task, request.sim,
-                            [*owned_overrides(request), *request.extra_overrides], None, in_trainer=False)
+        resolved = with_log_dir(resolved, request.log_dir)
+    # The daemon must exist now; the trainer selects (and uses) it itself.
+    return select_mps(resolved, apply=False)
 
 
 def trainer_command(request: SoakRequest) -> list[str]:
-    cmd = [sys.executable, "-m", "soaklab", "train"]
-    if request.run_config is not None:
-        cmd += ["--run-config", str(request.run_config)]
-    else:
-        cmd += ["--algo", str(request.algo), "--task", str(request.task), "--sim", str(request.sim)]
-    return cmd + owned_overrides(request) + list(request.extra_overrides)
+    """The trainer loads the record the monitor wrote into its run dir: one resolution per soak."""
+    return [sys.executable, "-m", "soaklab", "train", "--run-config", str(request.log_dir / RUN_CONFIG)]
 
 
 class Monitor:
@@ -213,6 +223,8 @@ class Monitor:
         monitor_error: str | None = None
         try:
             with console:
+                write_json_atomic(request.log_dir / RUN_CONFIG, self.resolved.record())
+                print(f"soak: config {self.resolved.origin}", flush=True)
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
                 print(f"soak: $ {' '.join(self.command)}", flush=True)
                 # Its own session (the monitor ends its whole group), but tied to the monitor: if the

@@ -10,8 +10,8 @@ from typing import Any
 
 import psutil
 
+from soaklab.rundir import CONSOLE_LOG
 from soaklab.soak import gpu
-from soaklab.soak.settings import CONSOLE_LOG
 
 FD_CLASSES = ("eventfd", "shared_memory", "pipe", "socket", "other")
 

@@ -1,4 +1,4 @@
-"""What `soaklab soak` is asked to do, checked before anything is spawned (DESIGN §3, §9)."""
+"""What `soaklab soak` is asked to do, checked before anything is spawned (docs/soak.md)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pathlib import Path
 
 from soaklab.config.overrides import parse_overrides
 from soaklab.errors import InvalidInput
+from soaklab.rundir import CONSOLE_LOG, check_new_or_empty, check_path_shape
 
 # The monitor decides these itself; an --extra-override of any of them would let the trainer run
-# something other than what the soak JSON says was soaked.
+# something other than what the soak JSON says was soaked. (Keys nobody may override, such as
+# training.sim_backend, are refused for everyone by soaklab.config.keys.DERIVED_KEYS.)
 OWNED_KEYS = {
     "algo.num_envs": "use --num-envs",
     "algo.max_iterations": "use --iterations",
-    "training.sim_backend": "follows --sim (the owner YAML declares it)",
     "training.log_dir": "use --log-dir",
 }
-CONSOLE_LOG = "soak-console.log"
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,7 @@ def check_extra_overrides(items: list[str]) -> tuple[str, ...]:
 
 def check_log_dir(log_dir: Path, flag: str = "--log-dir") -> None:
     """New or empty: the monitor reads file changes in it as the trainer's liveness."""
-    check_path_shape(flag, log_dir, want_dir=True)
-    if log_dir.exists() and any(log_dir.iterdir()):
-        raise InvalidInput(f"{flag} {log_dir}: exists and is not empty; choose a new directory")
-
-
-def check_path_shape(flag: str, path: Path, want_dir: bool) -> None:
-    """A path that can become what it is meant to be: no dangling link, no file under a file, a
-    directory where a directory is expected and a file where a file is."""
-    if path.is_symlink() and not path.exists():
-        raise InvalidInput(f"{flag} {path}: a dangling symbolic link; remove it or choose another path")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise InvalidInput(f"{flag} {path}: {parent} is a file, not a directory")
-    if path.exists() and path.is_dir() != want_dir:
-        kind = "a directory" if path.is_dir() else "a file"
-        raise InvalidInput(f"{flag} {path}: is {kind}; expected {'a directory' if want_dir else 'a file path'}")
+    check_new_or_empty(flag, log_dir)
 
 
 # The soak JSON, the console log copy and the run's records need little, but a soak must not run for

@@ -16,11 +16,12 @@ import torch
 
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks.env import StepResult
+from soaklab.tasks.metrics import reward_terms
 from soaklab.tasks.rng import ManagerRng
 from soaklab.tasks.spaces import TASK_SPACES
 
 SPACES = TASK_SPACES["cartpole_swingup"]
-REWARD_TERMS = ("upright", "centered", "control")
+REWARD_TERMS = reward_terms("cartpole_swingup")
 PHYSICS_DT = 0.01
 
 

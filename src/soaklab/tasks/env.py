@@ -1,4 +1,4 @@
-"""The batched env API every task implements (DESIGN §7).
+"""The batched env API every task implements (docs/assets-and-tasks.md).
 
 All tensors have leading dimension N (envs) and live on the env's tensor
 device. `step` returns the observations after any resets, plus the final

@@ -1,4 +1,4 @@
-"""G1 motion tracking, batched over N envs (DESIGN §7).
+"""G1 motion tracking, batched over N envs (docs/assets-and-tasks.md).
 
 Control at 50 Hz (ctrl_dt 0.02 = 4 physics steps of 0.005). Action: 29
 joint-position targets = default pose + action scale x action. The reference
@@ -20,6 +20,7 @@ from soaklab.assets.motion import MotionClip
 from soaklab.errors import InvalidInput
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks import g1_terms as terms
+from soaklab.tasks import metrics as metrics_table
 from soaklab.tasks.env import StepResult
 from soaklab.tasks.quat import quat_apply_inverse, quat_from_yaw, quat_mul
 from soaklab.tasks.rng import ManagerRng
@@ -27,11 +28,8 @@ from soaklab.tasks.sampling import FrameSampler
 from soaklab.tasks.spaces import TASK_SPACES
 
 SPACES = TASK_SPACES["g1_motion_tracking"]
-REWARD_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
-                "action_rate", "joint_limit", "undesired_contacts")
-# Per-step tracking errors on the current reference frame (logged, never rewarded): mean distance
-# of the tracked bodies from the re-anchored reference (m) and mean joint-angle error (rad).
-TRACKING_METRICS = ("body_pos_error_m", "joint_pos_error_rad")
+REWARD_TERMS = metrics_table.reward_terms("g1_motion_tracking")
+TRACKING_METRICS = metrics_table.tracking_metrics("g1_motion_tracking")
 ACTION_BOUNDS = ("joint_limits", "motor_scale")
 
 

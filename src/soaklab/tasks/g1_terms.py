@@ -1,4 +1,4 @@
-"""G1 motion-tracking terms as batched tensor functions (DESIGN §7, seed 004).
+"""G1 motion-tracking terms as batched tensor functions (docs/assets-and-tasks.md).
 
 One batched call per term, no per-env loop. Reference bodies are compared
 after re-anchoring: the reference is moved so that its anchor sits on the

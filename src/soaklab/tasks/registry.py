@@ -52,39 +52,6 @@ def make_env(task: str, config: dict[str, Any], scene: Path | None = None, devic
     raise SettingError("--task", task, "has no env builder")
 
 
-def reward_terms(task: str) -> tuple[str, ...]:
-    """Names of the task's reward terms, in the order the env reports them."""
-    if task == "g1_motion_tracking":
-        from soaklab.tasks.g1_motion_tracking import REWARD_TERMS
-
-        return REWARD_TERMS
-    if task == "cartpole_swingup":
-        from soaklab.tasks.cartpole import REWARD_TERMS as CARTPOLE_TERMS
-
-        return CARTPOLE_TERMS
-    raise SettingError("--task", task, "has no env builder")
-
-
-def tracking_metrics(task: str) -> tuple[str, ...]:
-    """Names of the task's per-step measures that are logged but not rewarded (StepResult.metrics)."""
-    if task == "g1_motion_tracking":
-        from soaklab.tasks.g1_motion_tracking import TRACKING_METRICS
-
-        return TRACKING_METRICS
-    return ()
-
-
-# How episodes ended, per env step: a failure (no bootstrap) or the time limit / clip end.
-EPISODE_ENDS = ("episodes/terminated", "episodes/truncated")
-
-
-def collector_metrics(task: str) -> tuple[str, ...]:
-    """What the collector averages over its envs and steps and the learner logs as Train/<name>:
-    reward terms, episode ends, tracking measures, in that order."""
-    return (*(f"reward/{t}" for t in reward_terms(task)), *EPISODE_ENDS,
-            *(f"tracking/{m}" for m in tracking_metrics(task)))
-
-
 def step_metrics(result: StepResult) -> dict[str, torch.Tensor]:
     """One env step's values of every collector metric, each [N]."""
     values = {f"reward/{k}": v for k, v in result.reward_terms.items()}

@@ -1,4 +1,4 @@
-"""`ManagerRng`: the env's only source of randomness (DESIGN §7, seed 000).
+"""`ManagerRng`: the env's only source of randomness (docs/assets-and-tasks.md).
 
 A thin adapter over one explicit `torch.Generator` on the env's tensor device:
 it validates seeds, returns tensors on that device, and its state round-trips
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from soaklab.config.keys import MAX_SEED
 from soaklab.errors import SettingError
-from soaklab.settings.contract import is_exact_int
+from soaklab.settings.contract import MAX_SEED, is_exact_int
 
 
 class ManagerRng:

@@ -1,4 +1,4 @@
-"""Reset frame sampling for motion tracking: uniform, or adaptive toward failures (DESIGN §7)."""
+"""Reset frame sampling for motion tracking: uniform, or adaptive toward failures (docs/assets-and-tasks.md)."""
 
 from __future__ import annotations
 

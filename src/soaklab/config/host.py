@@ -1,0 +1,86 @@
+"""What this host offers a run, probed or simulated (docs/settings-contract.md, "Devices").
+
+GPUs are described through NVML (soaklab.nvidia), which creates no CUDA context: the soak monitor
+re-checks a run on its host without taking GPU memory, and a trainer probes before it has chosen
+its MPS daemon. Only where NVML cannot say (no NVIDIA driver library: a CPU or ROCm host; MIG;
+mixed GPU models) does the probe ask torch, and a caller that must not touch CUDA gets torch's
+device count alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import fields
+
+from soaklab.errors import InvalidInput
+from soaklab.settings.devices import ALLOW_CPU_CARRIER_ENV, HostCapabilities
+
+HOST_CAPABILITIES_ENV = "SOAKLAB_HOST_CAPABILITIES"
+def allow_cpu_carrier_from_env() -> bool:
+    return os.environ.get(ALLOW_CPU_CARRIER_ENV, "") == "1"
+
+
+def _probe_memory() -> tuple[int, int]:
+    import psutil
+
+    shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    shm_free = shm.f_bavail * shm.f_frsize if shm else 0
+    return shm_free, int(psutil.virtual_memory().available)
+
+
+def probe_host(cuda_context: bool = True) -> HostCapabilities:
+    """Probe this host, unless SOAKLAB_HOST_CAPABILITIES simulates one (JSON object).
+
+    cuda_context=False: never create a CUDA context, even where NVML cannot describe the GPUs."""
+    simulated = os.environ.get(HOST_CAPABILITIES_ENV)
+    if simulated:
+        return simulated_host(simulated)
+    from soaklab.nvidia import visible_gpus
+
+    shm_free, mem_available = _probe_memory()
+    gpus = visible_gpus()
+    if gpus is not None:
+        return HostCapabilities(cuda_device_count=len(gpus), cuda_free_bytes=tuple(g.free_bytes for g in gpus),
+                                shm_free_bytes=shm_free, mem_available_bytes=mem_available, source="probed (nvml)")
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count and not cuda_context and torch.version.hip is None:
+        # Free memory would need a context, which would also fix the MPS daemon this process uses.
+        raise InvalidInput("CUDA_VISIBLE_DEVICES: NVML cannot describe these GPUs (MIG instances, or GPUs of "
+                           "different models) and this process must not create a CUDA context; select whole GPUs "
+                           "of one model, or set CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    free = tuple(torch.cuda.mem_get_info(i)[0] for i in range(count))
+    return HostCapabilities(
+        cuda_device_count=count,
+        cuda_free_bytes=free,
+        apple_mps=bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+        rocm=torch.version.hip is not None,
+        shm_free_bytes=shm_free,
+        mem_available_bytes=mem_available,
+        source="probed (torch)",
+    )
+
+
+def simulated_host(text: str) -> HostCapabilities:
+    """Build host capabilities from JSON; unspecified memory figures are probed."""
+    try:
+        values = json.loads(text)
+        if not isinstance(values, dict):
+            raise ValueError("not a JSON object")
+        known = {f.name for f in fields(HostCapabilities)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        if "cuda_free_bytes" in values:
+            values["cuda_free_bytes"] = tuple(int(v) for v in values["cuda_free_bytes"])
+        shm_free, mem_available = _probe_memory()
+        values.setdefault("shm_free_bytes", shm_free)
+        values.setdefault("mem_available_bytes", mem_available)
+        count = values.get("cuda_device_count", 0)
+        values.setdefault("cuda_free_bytes", tuple([80 << 30] * count))
+        values["source"] = "simulated"
+        return HostCapabilities(**values)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: invalid host description ({exc})") from None

@@ -1,0 +1,73 @@
+"""The host description: CUDA_VISIBLE_DEVICES mapped like the CUDA runtime maps it, and a probe that
+creates no CUDA context (the soak monitor's, shown on a real GPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from soaklab.nvidia import Gpu, host_gpus, visible_indices
+
+H200 = [Gpu(f"GPU-{c}{c}{c}-0000", "NVIDIA H200", 100, 200) for c in "abcd"]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    (None, [0, 1, 2, 3]),
+    ("", []),
+    ("2", [2]),
+    ("3,1", [3, 1]),
+    ("1,9,2", [1]),  # the list ends at the first entry that names no GPU
+    ("GPU-ccc", [2]),  # a UUID prefix
+    ("GPU-ccc-0000,0", [2, 0]),
+    ("1,1", [1]),  # a repeat ends it too
+    ("-1", []),
+])
+def test_visible_devices_map_like_the_cuda_runtime(spec, expected, monkeypatch):
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert visible_indices(spec, H200) == expected
+
+
+def test_unsure_mappings_are_refused(monkeypatch):
+    """MIG instances, and GPUs of different models without PCI_BUS_ID order: NVML cannot say."""
+    mixed = [H200[0], Gpu("GPU-eee", "NVIDIA A100", 1, 2)]
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert visible_indices("MIG-abc", H200) is None
+    assert visible_indices(None, mixed) is None
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert visible_indices(None, mixed) == [0, 1]
+
+
+PROBE = """
+import json, sys
+from soaklab.config.host import probe_host
+from soaklab.config.resolve import RunRequest, load, resolve
+from soaklab.config.run_config import write_run_config
+from pathlib import Path
+host = probe_host(cuda_context=False)
+record = Path(sys.argv[1])
+write_run_config(resolve(RunRequest("sac", "cartpole_swingup", "mujoco", ("training.device=cuda",)), host), record)
+loaded = load(record, probe_host(cuda_context=False))
+maps = open("/proc/self/maps").read()
+torch = sys.modules.get("torch")
+print(json.dumps({"count": host.cuda_device_count, "free": list(host.cuda_free_bytes), "source": host.source,
+                  "learner": loaded.devices.learner, "libcuda_loaded": "libcuda.so" in maps,
+                  "torch_cuda_initialized": bool(torch and torch.cuda.is_initialized())}))
+"""
+
+
+@pytest.mark.gpu
+def test_the_probe_and_a_load_create_no_cuda_context(tmp_path):
+    """Resolution and load on a real GPU host, as the monitor does them: the driver library is never
+    even loaded into the process (no libcuda mapping), so no context can exist."""
+    if not host_gpus():
+        pytest.skip("needs an NVIDIA GPU (NVML or nvidia-smi)")
+    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "rc.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["count"] >= 1 and min(seen["free"]) > 0 and seen["source"] == "probed (nvml)"
+    assert seen["learner"] == "cuda:0"
+    assert seen["libcuda_loaded"] is False and seen["torch_cuda_initialized"] is False

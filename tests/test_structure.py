@@ -1,0 +1,92 @@
+"""The import graph: no package cycles, the soak monitor and the configuration never import the
+runtime, and the settings contract is a leaf (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PKG = REPO / "src" / "soaklab"
+# Packages that describe, check or observe a run: none of them may import the runtime (soaklab.rl).
+NO_RUNTIME = ("soak", "settings", "config", "metrics", "validation")
+
+
+def room(path: Path) -> str:
+    """A module's room: its subpackage, or its own name for a top-level module."""
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute names of everything a module imports, lazy imports inside functions included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import"
+            names.add(node.module or "")
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def room_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        src = room(path)
+        graph.setdefault(src, set())
+        for name in imports_of(path):
+            parts = name.split(".")
+            if parts[0] == "soaklab" and len(parts) > 1 and parts[1] != src:
+                target = PKG / parts[1]
+                if target.is_dir() or target.with_suffix(".py").is_file():
+                    graph[src].add(parts[1])
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_package_cycle():
+    assert find_cycle(room_graph()) is None
+
+
+def test_the_observers_never_import_the_runtime():
+    graph = room_graph()
+    offenders = {r: sorted(graph[r]) for r in NO_RUNTIME if "rl" in graph[r]}
+    assert offenders == {}
+
+
+def test_the_settings_contract_is_a_leaf():
+    """settings/ imports neither the tasks nor torch: a pure function of values and a host description."""
+    for path in (PKG / "settings").rglob("*.py"):
+        names = imports_of(path)
+        assert not {n for n in names if n == "torch" or n.startswith(("torch.", "soaklab.tasks"))}, path
+        assert {n.split(".")[1] for n in names if n.startswith("soaklab.")} <= {"errors", "settings"}, path
+
+
+def test_the_cycle_finder_finds_one():
+    """The check can fail: a made-up graph with a cycle is reported."""
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
