@@ -20,6 +20,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	bash scripts/lint-workflow.sh $(VENV)
 
 clean-results:
 	rm -rf results logs benchmarks/rules .snakemake

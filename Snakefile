@@ -12,6 +12,7 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
@@ -31,11 +32,20 @@ wildcard_constraints:
 report: "workflow/report/workflow.rst"
 
 
+# Default target: every run in `soak_runs`, soaked, measured and validated.
 rule soak:
-    """Default target: every run in `soak_runs`, soaked, measured and validated."""
+    default_target: True
     input:
         expand("results/{run}/validation.json", run=config["soak_runs"]),
-    default_target: True
+
+
+# The verdict of every run, its figures and where to look, whatever the outcome.
+onsuccess:
+    shell("{SOAKLAB} summary " + " ".join(config["soak_runs"]))
+
+
+onerror:
+    shell("{SOAKLAB} summary " + " ".join(config["soak_runs"]) + " || true")
 
 
 include: "workflow/rules/assets.smk"

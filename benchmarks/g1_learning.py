@@ -39,7 +39,8 @@ import torch
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.hostinfo import git_state, host_record, versions
-from soaklab.metrics.events import event_file, read_events
+from soaklab.metrics.events import current_tags, event_file, read_events
+from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
 from soaklab.tasks.registry import make_env
 
@@ -104,13 +105,13 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
-    frame, _ = read_events(event_file(run_dir))
+    frame = current_tags(read_events(event_file(run_dir))[0])  # schema-1 runs too
     num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
         if (run_dir / "run_config.json").is_file() else None
-    time_points = frame[frame["tag"] == "Perf/iteration_time"].sort_values("step")
-    t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0])
+    time_points = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
+    t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0] / 1e3)
     table = frame[frame["tag"].isin(CURVES.values())].pivot_table(index="step", columns="tag", values="value")
-    walls = frame[frame["tag"] == "Perf/iteration_time"].set_index("step")["wall_time"]
+    walls = frame[frame["tag"] == ITERATION_TAG].set_index("step")["wall_time"]
     points = []
     for step, row in table.iterrows():
         point: dict[str, Any] = {"iteration": int(step), "wall_s": round(float(walls.get(step, float("nan")) - t0), 2)}

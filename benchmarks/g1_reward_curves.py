@@ -29,6 +29,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
 from soaklab.tasks.registry import make_env
 
@@ -74,7 +75,8 @@ def main() -> int:
         proc.wait(timeout=120)
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
-        t0 = acc.Scalars("Perf/iteration_time")[0].wall_time
+        tag = ITERATION_TAG if ITERATION_TAG in acc.Tags()["scalars"] else "Perf/iteration_time"  # schema 1
+        t0 = acc.Scalars(tag)[0].wall_time
         curve = [{"iteration": e.step, "wall_s": round(e.wall_time - t0, 2), "mean_episode_return": e.value}
                  for e in acc.Scalars("Train/mean_reward")]
         lengths = {e.step: e.value for e in acc.Scalars("Train/episode_length")}

@@ -19,12 +19,13 @@ import sys
 from pathlib import Path
 
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.metrics.events import event_file, read_scalars
+from soaklab.metrics.events import current_tags, event_file, read_scalars
+from soaklab.metrics.tags import ITERATION_TAG
 
 TARGET_ENV_STEPS_PER_S = 100_000
 STEADY_FROM = 1000  # iterations: past learning_starts, compilation and the first checkpoint
 PER_STEP = ("Perf/learner_inference_ms", "Perf/learner_ingress_ms", "Perf/learner_update_ms",
-            "Perf/iteration_time")
+            ITERATION_TAG)
 ACCUMULATED = ("Perf/collector_env_step_ms", "Perf/collector_ingress_write_ms", "Perf/collector_action_wait_ms")
 
 
@@ -41,18 +42,17 @@ def main() -> int:
     args = parser.parse_args()
     summary = json.loads((args.run_dir / "run_summary.json").read_text())
     num_envs = json.loads((args.run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"]
-    frame = read_scalars(event_file(args.run_dir))
+    frame = current_tags(read_scalars(event_file(args.run_dir)))  # schema-1 runs too
     steady = frame[frame["step"] >= args.steady_from]
-    iteration = steady[steady["tag"] == "Perf/iteration_time"].sort_values("step")
+    iteration = steady[steady["tag"] == ITERATION_TAG].sort_values("step")
     iterations = len(iteration)
     wall = float(iteration["wall_time"].iloc[-1] - iteration["wall_time"].iloc[0])
     throughput = (iterations - 1) * num_envs / wall
     phases: dict[str, dict[str, float]] = {}
     for tag in PER_STEP:
         values = steady[steady["tag"] == tag]["value"]
-        scale = 1e3 if tag == "Perf/iteration_time" else 1.0
-        phases[tag.removeprefix("Perf/").replace("iteration_time", "iteration_ms")] = {
-            "median_ms": round(float(values.median()) * scale, 3), "mean_ms": round(float(values.mean()) * scale, 3)}
+        phases[tag.removeprefix("Perf/")] = {"median_ms": round(float(values.median()), 3),
+                                             "mean_ms": round(float(values.mean()), 3)}
     for tag in ACCUMULATED:
         values = steady[steady["tag"] == tag]["value"]
         phases[tag.removeprefix("Perf/")] = {"mean_ms": round(float(values.sum()) / iterations, 3)}

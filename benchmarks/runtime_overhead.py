@@ -19,13 +19,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
 from soaklab.bench.backend import ProbeSettings, run_probe
 from soaklab.config.host import probe_host
 from soaklab.config.resolve import RunRequest, resolve
 from soaklab.config.run_config import assets_record
 from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.metrics.events import current_tags, event_file, read_scalars
+from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.runner import Learner
 from soaklab.rl.train import prepare_run_dir
 
@@ -35,12 +35,11 @@ BREAKDOWN = ("Perf/learner_inference_ms", "Perf/learner_ingress_ms", "Perf/colle
 
 
 def medians(run_dir: Path, warmup: int) -> dict[str, float]:
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
+    frame = current_tags(read_scalars(event_file(run_dir)))
     out = {}
-    for tag in ("Perf/iteration_time", *BREAKDOWN):
-        values = [e.value for e in acc.Scalars(tag)][warmup:]
-        out[tag] = statistics.median(values)
+    for tag in (ITERATION_TAG, *BREAKDOWN):
+        points = frame[frame["tag"] == tag].sort_values("step")
+        out[tag] = statistics.median(points["value"].tolist()[warmup:])
     return out
 
 
@@ -53,7 +52,7 @@ def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path) ->
     summary = Learner(resolved, run_dir, hold_updates=True).run()
     assert summary["status"] == "completed", summary["failure_reason"]
     m = medians(run_dir, warmup)
-    return {"env_steps_per_s": envs / m["Perf/iteration_time"], "iteration_ms": m["Perf/iteration_time"] * 1e3,
+    return {"env_steps_per_s": envs / (m[ITERATION_TAG] / 1e3), "iteration_ms": m[ITERATION_TAG],
             **{tag.split("/")[1]: value for tag, value in m.items() if tag in BREAKDOWN}}
 
 

@@ -10,15 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 from soaklab.errors import InvalidInput, SoaklabError
-
-
-def _run_selection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", required=True, help="sac | flashsac")
-    parser.add_argument("--task", required=True, help="e.g. g1_motion_tracking")
-    parser.add_argument("--sim", required=True, help="mujoco | mjwarp")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (YAML scalars)")
 
 
 def cmd_assets_pull(args: argparse.Namespace) -> int:
@@ -128,14 +122,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             request = request_of(read_run_config(args.run_config), tuple(args.overrides))
             if args.assets_manifest:
                 request = replace(request, manifest=args.assets_manifest)
-            resolved = resolve(request, host)
+            resolved = resolve(request.with_assets(), host)
         else:
             resolved = load(args.run_config, host)
     elif None in (args.algo, args.task, args.sim):
         raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
     else:
-        resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest),
-                           host)
+        resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides),
+                                      args.assets_manifest).with_assets(), host)
     run_dir, summary = train(select_mps(resolved, apply=True))
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
@@ -203,6 +197,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    from soaklab.summary import summary_lines
+
+    print("\n".join(summary_lines(args.runs, args.results, args.logs)))
+    return 0
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -241,75 +242,119 @@ def cmd_bench_learner(args: argparse.Namespace) -> int:
     return 0
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Each option's default after its help, where it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS) \
+                and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """Defaults shown in every help; a usage error is one line and exit 2, like every refusal."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _owner(parser: argparse.ArgumentParser, required: bool) -> None:
+    """--algo/--task/--sim, with the owners of the YAML tree as choices."""
+    from soaklab.config.owners import available_algos, every_sim, every_task
+
+    parser.add_argument("--algo", required=required, choices=available_algos(), help="the algorithm")
+    parser.add_argument("--task", required=required, choices=every_task(), help="the task")
+    parser.add_argument("--sim", required=required, choices=every_sim(), help="the physics backend")
+
+
+def _overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="config overrides, VALUE a YAML scalar (docs/settings-contract.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from soaklab import __version__
     from soaklab.assets.clips import CLIP_CHOICES, DEFAULT_CLIP, SYNTHETIC
 
-    parser = argparse.ArgumentParser(prog="soaklab", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="soaklab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    assets = sub.add_parser("assets", help="robot model and motion clip").add_subparsers(dest="action", required=True)
+    assets = sub.add_parser("assets", help="robot model and motion clip").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
     pull = assets.add_parser("pull", help="materialize the G1 scene and motion clip, write the manifest")
-    pull.add_argument("--robot", default="g1")
+    pull.add_argument("--robot", default="g1", choices=["g1"], help="the robot")
     pull.add_argument("--source", help="local wheel or folder instead of the pinned wheel (air-gapped hosts)")
-    pull.add_argument("--clip", default=DEFAULT_CLIP,
-                      help=f"the default reference clip: {' | '.join(CLIP_CHOICES)} (default {DEFAULT_CLIP}; "
-                           f"{SYNTHETIC} needs no download)")
+    pull.add_argument("--clip", default=DEFAULT_CLIP, choices=CLIP_CHOICES,
+                      help=f"the default reference clip ({SYNTHETIC} needs no download)")
     pull.add_argument("--clip-wheel", type=Path, help="a local copy of the clip's pinned wheel (air-gapped hosts)")
     pull.add_argument("--motion", type=Path, help="your own clip NPZ (task layout) as the default reference")
-    pull.add_argument("--dest", type=Path, default=Path("resources/assets"))
-    pull.add_argument("--manifest", type=Path, default=Path("results/assets/manifest.json"))
+    pull.add_argument("--dest", type=Path, default=Path("resources/assets"), help="where the asset tree goes")
+    pull.add_argument("--manifest", type=Path, default=Path("results/assets/manifest.json"),
+                      help="the manifest to write")
     pull.add_argument("--repair", action="store_true", help="rebuild files that fail verification")
     pull.set_defaults(func=cmd_assets_pull)
 
-    config = sub.add_parser("config", help="owner config composition").add_subparsers(dest="action", required=True)
+    config = sub.add_parser("config", help="owner config composition").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
     resolve = config.add_parser("resolve", help="compose, check and write run_config.json")
-    _run_selection(resolve)
-    resolve.add_argument("--out", type=Path, required=True)
-    resolve.add_argument("--assets-manifest", type=Path, help="record the scene/motion of this asset manifest")
+    _owner(resolve, required=True)
+    _overrides(resolve)
+    resolve.add_argument("--out", type=Path, required=True, help="the run_config.json to write")
+    resolve.add_argument("--assets-manifest", type=Path,
+                         help="record the scene/motion of this asset manifest (default: results/assets/ for G1)")
     resolve.set_defaults(func=cmd_config_resolve)
 
-    mps = sub.add_parser("mps", help="CUDA MPS lifecycle").add_subparsers(dest="action", required=True)
+    mps = sub.add_parser("mps", help="CUDA MPS lifecycle").add_subparsers(dest="action", required=True,
+                                                                          metavar="ACTION")
     ensure = mps.add_parser("ensure", help="write the run's MPS record (the mps_start rule)")
     ensure.add_argument("--run-config", type=Path, help="the resolved run whose training.cuda_process_sharing decides")
-    ensure.add_argument("--cuda-process-sharing", help="null or mps, without a run config (default null)")
-    ensure.add_argument("--out", type=Path, required=True)
+    ensure.add_argument("--cuda-process-sharing", help="null or mps, without a run config (null when not given)")
+    ensure.add_argument("--out", type=Path, required=True, help="the record to write")
     ensure.set_defaults(func=cmd_mps_ensure)
     start = mps.add_parser("start", help="start a user-owned MPS control daemon for one GPU and record it")
     start.add_argument("--gpus", help="visible index or GPU UUID (required when several GPUs are visible)")
-    start.add_argument("--name", help="daemon name (default gpu-<uuid>)")
-    start.add_argument("--pipe-dir", type=Path, help="absolute pipe dir (default /tmp/soaklab-mps/<name>/pipe)")
-    start.add_argument("--log-dir", type=Path, help="absolute log dir (default /tmp/soaklab-mps/<name>/log)")
+    start.add_argument("--name", help="daemon name (gpu-<uuid> when not given)")
+    start.add_argument("--pipe-dir", type=Path, help="absolute pipe dir (/tmp/soaklab-mps/<name>/pipe when not given)")
+    start.add_argument("--log-dir", type=Path, help="absolute log dir (/tmp/soaklab-mps/<name>/log when not given)")
     start.set_defaults(func=cmd_mps_start)
     stop = mps.add_parser("stop", help="quit a daemon soaklab started (the single live one by default); logs stay")
-    stop.add_argument("--name")
+    stop.add_argument("--name", help="the daemon to stop (the single live one when not given)")
     stop.set_defaults(func=cmd_mps_stop)
     status = mps.add_parser("status", help="read-only: recorded daemons, their state, the topology modes")
     status.set_defaults(func=cmd_mps_status)
     env = mps.add_parser("env", help="print the CUDA_MPS_* exports of a live daemon for other clients")
-    env.add_argument("--name")
+    env.add_argument("--name", help="the daemon (the single live one when not given)")
     env.set_defaults(func=cmd_mps_env)
     doctor = mps.add_parser("doctor", help="read-only checks: binaries, GPU selection, compute mode, daemons")
     doctor.add_argument("--gpus", help="visible index, GPU UUID or all")
     doctor.set_defaults(func=cmd_mps_doctor)
 
     train = sub.add_parser("train", help="run the learner and its collector")
-    train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve`")
-    train.add_argument("--algo")
-    train.add_argument("--task")
-    train.add_argument("--sim")
-    train.add_argument("--assets-manifest", type=Path, help="default: the run config's, or results/assets/")
-    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve` (loaded)")
+    _owner(train, required=False)
+    train.add_argument("--assets-manifest", type=Path, help="the asset manifest (the run config's, or results/assets/)")
+    _overrides(train)
     train.set_defaults(func=cmd_train)
 
     soak = sub.add_parser("soak", help="run the trainer under the soak monitor, write the soak JSON")
-    soak.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve`")
-    soak.add_argument("--algo")
-    soak.add_argument("--task")
-    soak.add_argument("--sim")
+    soak.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve` (loaded)")
+    _owner(soak, required=False)
     soak.add_argument("--num-envs", type=int, help="algo.num_envs (must agree with --run-config)")
     soak.add_argument("--iterations", type=int, help="algo.max_iterations (must agree with --run-config)")
-    for flag in ("min-duration", "sample-interval", "startup-timeout", "stale-progress", "post-shutdown-grace"):
-        soak.add_argument(f"--{flag}-seconds", type=float, required=True)
+    budget_help = {"min-duration": "a shorter run fails as min_duration_not_met",
+                   "sample-interval": "between the monitor's samples",
+                   "startup-timeout": "longest wait for the first progress",
+                   "stale-progress": "longest silence of the run dir before the trainer is ended",
+                   "post-shutdown-grace": "wait after the trainer exits before listing what outlived it"}
+    for flag, text in budget_help.items():
+        soak.add_argument(f"--{flag}-seconds", type=float, required=True, metavar="S", help=text)
     soak.add_argument("--extra-override", action="append", default=[], metavar="KEY=VALUE",
                       help="a further config override (not one the monitor owns); repeatable")
     soak.add_argument("--log-dir", type=Path, required=True, help="the run dir (new or empty)")
@@ -318,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     soak.set_defaults(func=cmd_soak)
 
     metrics = sub.add_parser("metrics", help="last-N metric windows, CSV and plot from a run's event file")
-    metrics.add_argument("run_dir", type=Path)
+    metrics.add_argument("run_dir", type=Path, help="the run dir holding one event file and run_summary.json")
     metrics.add_argument("--last", type=int, default=20, help="windows (logged iterations) to average")
     metrics.add_argument("--out", type=Path, required=True, help="metrics JSON")
     metrics.add_argument("--csv", type=Path, help="every scalar as CSV")
@@ -329,36 +374,44 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.set_defaults(func=cmd_metrics)
 
     validate = sub.add_parser("validate", help="check every artifact against its schema and the pass table")
-    validate.add_argument("--soak", type=Path, required=True)
-    validate.add_argument("--run-dir", type=Path, required=True)
-    validate.add_argument("--metrics", type=Path)
-    validate.add_argument("--run-config", type=Path, help="default: the run dir's run_config.json")
-    validate.add_argument("--out", type=Path, required=True)
+    validate.add_argument("--soak", type=Path, required=True, help="the soak JSON")
+    validate.add_argument("--run-dir", type=Path, required=True, help="the trainer's run dir")
+    validate.add_argument("--metrics", type=Path, help="the metrics JSON of `soaklab metrics`")
+    validate.add_argument("--run-config", type=Path, help="the resolved run config (the run dir's when not given)")
+    validate.add_argument("--out", type=Path, required=True, help="the validation JSON")
     validate.add_argument("--html", type=Path, help="the checks as an HTML table (for the Snakemake report)")
     validate.set_defaults(func=cmd_validate)
 
-    bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True)
+    summary = sub.add_parser("summary", help="each run's verdict, figures and where its results lie (end of a DAG run)")
+    summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
+    summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
+    summary.add_argument("--logs", type=Path, default=Path("logs"), help="the DAG's logs folder")
+    summary.set_defaults(func=cmd_summary)
+
+    bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
+                                                                                  metavar="ACTION")
     probe = bench.add_parser("backend", help="phase-local env probe with the raw physics ceiling")
     probe.add_argument("--backends", default="mujoco", help="comma list: mujoco,mjwarp")
-    probe.add_argument("--num-envs", type=int, required=True)
-    probe.add_argument("--warmup", type=int, default=20)
-    probe.add_argument("--iters", type=int, default=100)
-    probe.add_argument("--threads", type=int, help="physics threads (default: all cores)")
-    probe.add_argument("--seed", type=int, default=1)
+    probe.add_argument("--num-envs", type=int, required=True, help="envs per step")
+    probe.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    probe.add_argument("--iters", type=int, default=100, help="timed steps")
+    probe.add_argument("--threads", type=int, help="physics threads (all cores when not given)")
+    probe.add_argument("--seed", type=int, default=1, help="env seed")
     probe.add_argument("--torch-threads", type=int, default=1,
-                       help="torch intra-op threads (default 1: the physics threads own the cores)")
-    probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"))
-    probe.add_argument("--output", type=Path, required=True)
+                       help="torch intra-op threads (1: the physics threads own the cores)")
+    probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"),
+                       help="where the scene and clip are")
+    probe.add_argument("--output", type=Path, required=True, help="the benchmark JSON")
     probe.set_defaults(func=cmd_bench_backend)
     learner = bench.add_parser("learner", help="one learner update and inference, eager against captured")
     learner.add_argument("--algos", default="flashsac,sac", help="comma list: flashsac,sac")
     learner.add_argument("--batch-sizes", default="2048,8192", help="comma list of batch sizes")
     learner.add_argument("--device", default="cuda", help="the learner's torch device (cpu runs eager only)")
     learner.add_argument("--num-envs", type=int, default=1024, help="observations per timed inference")
-    learner.add_argument("--warmup", type=int, default=20)
-    learner.add_argument("--iters", type=int, default=200)
-    learner.add_argument("--replay-rows", type=int, default=100_000)
-    learner.add_argument("--output", type=Path, required=True)
+    learner.add_argument("--warmup", type=int, default=20, help="untimed calls first")
+    learner.add_argument("--iters", type=int, default=200, help="timed calls")
+    learner.add_argument("--replay-rows", type=int, default=100_000, help="rows in the replay the updates sample")
+    learner.add_argument("--output", type=Path, required=True, help="the benchmark JSON")
     learner.set_defaults(func=cmd_bench_learner)
     return parser
 

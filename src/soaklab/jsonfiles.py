@@ -10,11 +10,24 @@ from pathlib import Path
 from typing import Any
 
 
+def umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for every thread, briefly)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON through a temporary file and rename, so readers never see half a file."""
+    """Write JSON through a temporary file and rename, so readers never see half a file. The file
+    gets the mode any new file would (mkstemp's own is 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=2)
             fh.write("\n")

@@ -1,8 +1,8 @@
 """`soaklab validate`: every artifact of a soak against its schema and the pass table (docs/soak.md).
 
-An artifact that is missing, unreadable or breaks its schema is bad input (exit 2,
-no report). Otherwise every check is written with its expected and actual value,
-and any failed check makes the command exit 1.
+An artifact that is missing, unreadable or breaks its schema is bad input (exit 2, no report):
+schema conformance is a precondition, never a check that can only read "valid". Otherwise every
+check is written with its expected and actual value, and any failed check makes the command exit 1.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from soaklab.config.run_config import config_hash
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.metrics.extract import REQUIRED_TAGS
+from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.schemas import load_artifact, validate_artifact
 from soaklab.soak.criteria import Check, monitor_checks, run_summary_checks
 
@@ -49,7 +50,7 @@ def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str,
         Check("metrics read this run dir", str(run_dir.resolve()), str(Path(metrics["run_dir"]).resolve())),
         Check("metrics: read this run dir's own event file",
               sorted(p.name for p in run_dir.glob("events.out.tfevents.*")), [metrics["event_file"]]),
-        Check("metrics: metric_schema_version", 1, metrics["metric_schema_version"]),
+        Check("metrics: metric_schema_version", METRIC_SCHEMA_VERSION, metrics["metric_schema_version"]),
         Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]),
         Check("metrics: non-finite windows", [], metrics["non_finite"]),
     ]
@@ -66,8 +67,7 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
     artifacts = {"soak": str(soak_path), "run_summary": str(run_dir / "run_summary.json"),
                  "run_config": str(run_config_path or run_dir / "run_config.json"),
                  "metrics": str(metrics_path) if metrics_path else None}
-    checks = [Check(f"{name} matches its schema", "valid", "valid") for name, p in artifacts.items() if p]
-    checks += monitor_checks(soak)
+    checks = monitor_checks(soak)
     checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
     checks += consistency_checks(soak, summary, run_config, run_dir)
     if metrics is not None:
@@ -80,6 +80,7 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
     if html is not None:
         from soaklab.report import write_table
 
-        write_table(report["checks"], html, f"{soak_path}: {report['status']} ({passed}/{len(checks)} checks)")
+        write_table(report["checks"], html, f"validation of {soak_path}",
+                    f"{report['status']}: {passed} of {len(checks)} checks passed")
     write_json_atomic(out, report)
     return report

@@ -11,6 +11,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from soaklab.metrics.extract import EXPECTED_TAGS
+from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.schemas import schema_errors
 from tests.conftest import one_line
 
@@ -25,7 +26,7 @@ def make_run(root: Path, tags: dict[str, list[float]], summary: dict | None = No
             writer.add_scalar(tag, value, step)
     writer.close()
     base = {"status": "completed", "completed_iterations": POINTS, "total_env_steps": 8 * POINTS,
-            "training_wall_time_sec": 100.0, "metric_schema_version": 1}
+            "training_wall_time_sec": 100.0, "metric_schema_version": METRIC_SCHEMA_VERSION}
     (run / "run_summary.json").write_text(json.dumps(base if summary is None else summary))
     return run
 
@@ -91,11 +92,11 @@ def _second_event_file(run: Path) -> None:
      "no metric_schema_version"),
     (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": True})), (),
      "metric_schema_version=true: unsupported"),
-    (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": 2})), (),
-     "metric_schema_version=2: unsupported"),
+    (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": 3})), (),
+     "metric_schema_version=3: unsupported; this soaklab reads versions 1, 2"),
     (_second_event_file, (), "2 event files"),
     (lambda run: [p.unlink() for p in run.glob("events.out.tfevents.*")], (), "no TensorBoard event file"),
-    (lambda run: None, ("--legacy-unversioned",), "declares metric_schema_version=1; drop the flag"),
+    (lambda run: None, ("--legacy-unversioned",), "declares metric_schema_version=2; drop the flag"),
     (lambda run: None, ("--last", "0"), "--last=0"),
 ])
 def test_bad_input_fails_closed(cli, full_run, tmp_path, mutate, flags, words):
@@ -105,6 +106,27 @@ def test_bad_input_fails_closed(cli, full_run, tmp_path, mutate, flags, words):
     assert result.code == 2
     assert words in one_line(result.err)
     assert not out.exists()
+
+
+def test_a_schema_1_run_is_read_under_schema_2_tags(cli, tmp_path):
+    """Version 1 logged the iteration in seconds and agent state under Loss/: read explicitly, renamed."""
+    run = make_run(tmp_path, {"Perf/total_fps": [8.0] * 30, "Perf/iteration_time": [0.25] * 30,
+                              "Loss/alpha_value": [0.1] * 30, "Loss/critic": [2.0] * 30},
+                   summary={"status": "completed", "metric_schema_version": 1})
+    out = tmp_path / "m.json"
+    result = cli("metrics", run, "--out", out)
+    assert result.code == 0, result.err
+    metrics = json.loads(out.read_text())
+    assert metrics["metric_schema_version"] == 1
+    assert metrics["metrics"]["Perf/iteration_ms"]["mean"] == pytest.approx(250.0)
+    assert metrics["metrics"]["Agent/alpha"]["mean"] == pytest.approx(0.1)
+    assert "Perf/iteration_time" not in metrics["metrics"] and "Loss/alpha_value" not in metrics["metrics"]
+
+
+def test_schema_1_tags_in_a_schema_2_run_fail_closed(cli, tmp_path):
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0], "Perf/iteration_time": [0.1]})
+    result = cli("metrics", run, "--out", tmp_path / "m.json")
+    assert result.code == 2 and "schema-1 tag Perf/iteration_time" in one_line(result.err)
 
 
 def test_legacy_tags_in_a_v1_run_fail_closed(cli, tmp_path):

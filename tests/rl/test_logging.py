@@ -17,7 +17,7 @@ def test_drained_rows_equal_per_iteration_statistics():
         rewards = torch.rand(6, generator=gen)
         dones = torch.rand(6, generator=gen) < 0.4
         diag = torch.tensor([float(it), float("nan")])
-        log.record(it, rewards, dones, diag, updated=it > 0, values={"Perf/iteration_time": 0.1})
+        log.record(it, rewards, dones, diag, updated=it > 0, values={"Perf/iteration_ms": 100.0})
         direct.observe(rewards, dones)
         rows.append((direct.mean_return, direct.step_reward))
     assert log.full

@@ -6,12 +6,12 @@ rule prefetch_assets:
         code=code_of("assets pull"),
     output:
         manifest="results/assets/manifest.json",
-    params:
-        soaklab=SOAKLAB,
-        flags=_assets_flags(),
     log:
         "logs/assets/prefetch_assets.log",
     benchmark:
         "benchmarks/rules/assets/prefetch_assets.tsv"
+    params:
+        soaklab=SOAKLAB,
+        flags=_assets_flags(),
     shell:
         "{params.soaklab} assets pull --robot g1 {params.flags} --manifest {output.manifest} > {log} 2>&1"

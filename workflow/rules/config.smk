@@ -8,16 +8,16 @@ rule resolve_config:
         code=code_of("config resolve"),
     output:
         run_config="results/{run}/run_config.json",
-    params:
-        soaklab=SOAKLAB,
-        args=run_args,
-        log_dir="results/{run}/train",
-    group:
-        "soak_node"
     log:
         "logs/{run}/resolve_config.log",
     benchmark:
         "benchmarks/rules/{run}/resolve_config.tsv"
+    group:
+        "soak_node"
+    params:
+        soaklab=SOAKLAB,
+        args=run_args,
+        log_dir="results/{run}/train",
     shell:
         "{params.soaklab} config resolve {params.args} training.log_dir={params.log_dir}"
         " --assets-manifest {input.manifest} --out {output.run_config} > {log} 2>&1"

@@ -38,8 +38,10 @@ def _non_finite(node, path):
 def _check_config_values(cfg):
     size = _expanded_size(cfg, {})
     if size > MAX_CONFIG_VALUES:
-        raise ValueError(f"workflow config: expands to {size:,} values (over {MAX_CONFIG_VALUES:,}); "
-                         "a YAML alias chain? write the values out")
+        raise ValueError(
+            f"workflow config: expands to {size:,} values (over {MAX_CONFIG_VALUES:,}); "
+            "a YAML alias chain? write the values out"
+        )
     bad = _non_finite(cfg, "")
     if bad:
         raise ValueError(f"workflow config: {bad} is not a finite number; give a finite value")

@@ -11,13 +11,13 @@ rule extract_metrics:
         csv="results/{run}/metrics.csv",
         plot=report("results/{run}/metrics.png", category="{run}", caption="../report/metrics_plot.rst"),
         table=report("results/{run}/metrics.html", category="{run}", caption="../report/metrics_table.rst"),
-    params:
-        soaklab=SOAKLAB,
-        last=20,
     log:
         "logs/{run}/extract_metrics.log",
     benchmark:
         "benchmarks/rules/{run}/extract_metrics.tsv"
+    params:
+        soaklab=SOAKLAB,
+        last=20,
     shell:
         "{params.soaklab} metrics {input.train} --last {params.last} --out {output.metrics} --csv {output.csv}"
         " --plot {output.plot} --html {output.table} > {log} 2>&1"
@@ -33,12 +33,12 @@ rule validate_artifacts:
     output:
         validation="results/{run}/validation.json",
         table=report("results/{run}/validation.html", category="{run}", caption="../report/validation.rst"),
-    params:
-        soaklab=SOAKLAB,
     log:
         "logs/{run}/validate_artifacts.log",
     benchmark:
         "benchmarks/rules/{run}/validate_artifacts.tsv"
+    params:
+        soaklab=SOAKLAB,
     shell:
         "{params.soaklab} validate --soak {input.soak} --run-dir {input.train} --metrics {input.metrics}"
         " --run-config {input.run_config} --out {output.validation} --html {output.table} > {log} 2>&1"

@@ -9,13 +9,13 @@ rule mps_start:
         code=code_of("mps ensure"),
     output:
         record="results/{run}/mps.json",
-    group:
-        "soak_node"  # on a cluster: resolve_config, mps_start and train_soak share a node
-    params:
-        soaklab=SOAKLAB,
     log:
         "logs/{run}/mps_start.log",
     benchmark:
         "benchmarks/rules/{run}/mps_start.tsv"
+    group:
+        "soak_node"  # on a cluster: resolve_config, mps_start and train_soak share a node
+    params:
+        soaklab=SOAKLAB,
     shell:
         "{params.soaklab} mps ensure --run-config {input.run_config} --out {output.record} > {log} 2>&1"

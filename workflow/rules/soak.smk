@@ -1,5 +1,7 @@
 # The soak: the real trainer under the monitor. A failed soak fails the DAG; Snakemake then
-# removes soak.json and the run dir, so the monitor also copies its evidence under logs/.
+# removes soak.json and the run dir, so the monitor also copies its evidence under logs/. The
+# monitor's progress lines go to the terminal as well as the log (tee; the shell's pipefail keeps
+# the monitor's exit status).
 
 
 rule train_soak:
@@ -11,10 +13,10 @@ rule train_soak:
     output:
         soak="results/{run}/soak.json",
         train=directory("results/{run}/train"),
-    params:
-        soaklab=SOAKLAB,
-        flags=_soak_flags,
-        evidence="logs/{run}/soak_evidence",
+    log:
+        "logs/{run}/train_soak.log",
+    benchmark:
+        "benchmarks/rules/{run}/train_soak.tsv"
     group:
         "soak_node"
     # The trainer takes the cores its physics threads are set to (all of them by default) and, for a
@@ -24,11 +26,11 @@ rule train_soak:
         gpu=lambda wc: 1 if uses_gpu(wc) else 0,
         mem_mb=lambda wc: run_of(wc).get("resources", {}).get("mem_mb", 16000),
         runtime=lambda wc: run_of(wc).get("resources", {}).get("runtime_minutes", 60),
-    log:
-        "logs/{run}/train_soak.log",
-    benchmark:
-        "benchmarks/rules/{run}/train_soak.tsv"
+    params:
+        soaklab=SOAKLAB,
+        flags=_soak_flags,
+        evidence="logs/{run}/soak_evidence",
     shell:
         "rm -rf {params.evidence} && "
         "{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
-        " --output {output.soak} --evidence-dir {params.evidence} > {log} 2>&1"
+        " --output {output.soak} --evidence-dir {params.evidence} 2>&1 | tee {log}"

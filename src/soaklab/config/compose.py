@@ -14,7 +14,6 @@ file or override naming a key that does not exist fails closed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
+from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.settings.removed import check_removed_keys
-
-CONF_ROOT = Path(str(resources.files("soaklab") / "conf"))
-SHARED = "_shared"
-
-
-def available_algos() -> list[str]:
-    return sorted(p.name for p in CONF_ROOT.iterdir() if (p / "config.yaml").is_file() and p.name != SHARED)
-
-
-def available_tasks(algo: str) -> list[str]:
-    root = CONF_ROOT / algo / "task"
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-
-
-def available_sims(algo: str, task: str) -> list[str]:
-    root = CONF_ROOT / algo / "task" / task
-    return sorted(p.stem for p in root.glob("*.yaml") if p.stem != "base")
 
 
 @dataclass(frozen=True)

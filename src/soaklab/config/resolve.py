@@ -43,19 +43,22 @@ class RunRequest:
     task: str
     sim: str
     overrides: tuple[str, ...] = ()
-    manifest: Path | None = None  # None: results/assets/manifest.json for a task that needs assets
+    manifest: Path | None = None  # None: no assets recorded (a run that trains needs with_assets)
+
+    def with_assets(self) -> RunRequest:
+        """A run that will train: a task with assets needs a manifest, results/assets/ by default."""
+        if self.manifest is not None or self.task in TASKS_WITHOUT_ASSETS:
+            return self
+        if not DEFAULT_MANIFEST.is_file():
+            raise InvalidInput(f"{DEFAULT_MANIFEST}: no asset manifest; run `soaklab assets pull` first")
+        return replace(self, manifest=DEFAULT_MANIFEST)
 
 
 def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
     """Compose, check the contract, resolve devices and the budget on `host`; nothing is written."""
     check_graph_env()
-    manifest = request.manifest
-    if manifest is None and request.task not in TASKS_WITHOUT_ASSETS:
-        manifest = DEFAULT_MANIFEST
-        if not manifest.is_file():
-            raise InvalidInput(f"{manifest}: no asset manifest; run `soaklab assets pull` first")
     composed = compose(request.algo, request.task, request.sim, list(request.overrides))
-    resolved = resolve_run_config(composed, host, allow_cpu_carrier_from_env(), manifest)
+    resolved = resolve_run_config(composed, host, allow_cpu_carrier_from_env(), request.manifest)
     return replace(resolved, origin=f"resolved on this host ({host.source})")
 
 

@@ -16,9 +16,8 @@ from typing import Any
 import pandas as pd
 
 from soaklab.errors import InvalidInput
-from soaklab.metrics.tags import IDENTITY_TAG
+from soaklab.metrics.tags import IDENTITY_TAG, SUPPORTED_SCHEMAS, V1_RENAMES
 
-SUPPORTED_SCHEMA = 1
 LEGACY_PREFIXES = ("perf/", "timing/")
 LEGACY_FLAG = "--legacy-unversioned"
 
@@ -41,10 +40,20 @@ def metric_schema(run_dir: Path, legacy: bool) -> int | None:
     if legacy:
         raise InvalidInput(f"{LEGACY_FLAG}: {path} declares metric_schema_version={json.dumps(version)}; "
                            "drop the flag")
-    if isinstance(version, bool) or version != SUPPORTED_SCHEMA:
+    if isinstance(version, bool) or version not in SUPPORTED_SCHEMAS:
         raise InvalidInput(f"{path}: metric_schema_version={json.dumps(version)}: unsupported; this soaklab "
-                           f"reads version {SUPPORTED_SCHEMA}")
+                           f"reads versions {', '.join(map(str, SUPPORTED_SCHEMAS))}")
     return version
+
+
+def current_tags(frame: pd.DataFrame) -> pd.DataFrame:
+    """A schema-1 run's scalars under schema 2's tags and units (a schema-2 frame is unchanged)."""
+    frame = frame.copy()
+    for old, (new, factor) in V1_RENAMES.items():
+        rows = frame["tag"] == old
+        frame.loc[rows, "value"] = frame.loc[rows, "value"] * factor
+        frame.loc[rows, "tag"] = new
+    return frame
 
 
 def event_file(run_dir: Path) -> Path:
@@ -114,4 +123,8 @@ def check_tags(frame: pd.DataFrame, schema: int | None, path: Path) -> None:
     legacy = [t for t in tags if t.startswith(LEGACY_PREFIXES)]
     if schema is not None and legacy:
         raise InvalidInput(f"{path}: legacy tag {legacy[0]} in a metric_schema_version {schema} run; "
+                           "the event file does not belong to this run summary")
+    older = [t for t in tags if t in V1_RENAMES]
+    if schema is not None and schema >= 2 and older:
+        raise InvalidInput(f"{path}: schema-1 tag {older[0]} in a metric_schema_version {schema} run; "
                            "the event file does not belong to this run summary")

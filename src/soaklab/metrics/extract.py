@@ -11,13 +11,15 @@ import pandas as pd
 
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.metrics.events import check_tags, event_file, metric_schema, read_events, verify_records
+from soaklab.metrics.events import check_tags, current_tags, event_file, metric_schema, read_events, verify_records
+from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.schemas import validate_artifact
 
 METRICS_SCHEMA_VERSION = 1
-# Tags every schema-1 run logs from its first iterations on (losses once learning starts).
+# Tags every run logs from its first iterations on (losses once learning starts), in schema 2's
+# names: a schema-1 run is read with its tags renamed (soaklab.metrics.tags.V1_RENAMES).
 REQUIRED_TAGS = (
-    "Perf/total_fps", "Perf/iteration_time", "Perf/learner_inference_ms", "Perf/learner_ingress_ms",
+    "Perf/total_fps", ITERATION_TAG, "Perf/learner_inference_ms", "Perf/learner_ingress_ms",
     "Perf/learner_update_ms", "Perf/collector_env_step_ms", "Perf/collector_action_wait_ms",
     "Perf/collector_ingress_write_ms", "Train/step_reward", "Replay/size", "Ingress/occupancy", "Loss/critic",
     "Loss/actor",
@@ -75,6 +77,8 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
     verify_records(path)
     frame, identity = read_events(path)
     check_tags(frame, schema, path)
+    if schema == 1:
+        frame = current_tags(frame)
     values, non_finite = windows(frame, last)
     expected = EXPECTED_TAGS if schema is not None else ()
     missing = [t for t in expected if t not in values]
@@ -105,6 +109,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         from soaklab.report import write_table
 
         write_table([{"tag": tag, **(v or {"mean": None})} for tag, v in metrics["metrics"].items()], html,
-                    f"{run_dir}: means of the last {last} logged iterations")
+                    f"metrics of {run_dir}", f"means of the last {last} logged iterations; missing: "
+                    f"{', '.join(missing) or 'none'}")
     write_json_atomic(out, metrics)
     return metrics

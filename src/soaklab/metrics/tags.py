@@ -1,5 +1,33 @@
-"""Tag names the trainer writes and the metrics reader looks for (no imports: the trainer reads this)."""
+"""Tag names the trainer writes and the metrics reader looks for (no imports: the trainer reads this).
+
+Namespaces: Perf/ (throughput and phase times, all in ms), Train/ (rewards, episodes, tracking),
+Loss/ (optimised losses only), Agent/ (agent state that is not a loss: temperature, Q level, reward
+scale), Replay/ and Ingress/ (the runtime's counters). METRIC_SCHEMA_VERSION names this layout.
+"""
+
+# 2: Perf/iteration_time (s) became Perf/iteration_ms; alpha_value, q_mean and reward_scale moved
+# from Loss/ to Agent/. Version 1 runs are read with their tags renamed (V1_RENAMES).
+METRIC_SCHEMA_VERSION = 2
+SUPPORTED_SCHEMAS = (1, 2)
+
+ITERATION_TAG = "Perf/iteration_ms"
+# Agent diagnostics that are not losses; every other diagnostic is Loss/<name>.
+AGENT_TAGS = {"alpha_value": "Agent/alpha", "q_mean": "Agent/q_mean", "reward_scale": "Agent/reward_scale"}
+
+# Schema 1 tag -> (schema 2 tag, factor applied to its values).
+V1_RENAMES = {
+    "Perf/iteration_time": (ITERATION_TAG, 1e3),
+    "Loss/alpha_value": ("Agent/alpha", 1.0),
+    "Loss/q_mean": ("Agent/q_mean", 1.0),
+    "Loss/reward_scale": ("Agent/reward_scale", 1.0),
+}
 
 # The run identity (config hash, run dir) the trainer writes into its event file as text, so that
 # `soaklab validate` can bind the file to its run.
 IDENTITY_TAG = "soaklab/run_identity"
+# The resolved run config, as JSON text, for TensorBoard's text tab.
+RUN_CONFIG_TAG = "soaklab/run_config"
+
+
+def diagnostic_tag(name: str) -> str:
+    return AGENT_TAGS.get(name, f"Loss/{name}")

@@ -20,11 +20,12 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.metrics.tags import IDENTITY_TAG
+from soaklab.metrics.tags import IDENTITY_TAG, RUN_CONFIG_TAG, diagnostic_tag
 
 PROGRESS_EVERY_S = 2.0
 TERMINAL_EVERY_S = 5.0
@@ -110,7 +111,7 @@ class DeviceLog:
             if row.updated:
                 for name, value in zip(self.diag_names, diag[row.slot].tolist(), strict=False):
                     if not math.isnan(value):  # NaN: no update has produced this scalar yet
-                        values[f"Loss/{name}"] = value
+                        values[diagnostic_tag(name)] = value
             out.append((row.iteration, row.walltime, values))
         self.pending.clear()
         return out
@@ -126,13 +127,16 @@ class RunLogger:
     thousand add_scalar calls) is written while the training loop waits on the GPU and the
     collector, not in between its iterations."""
 
-    def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None) -> None:
+    def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None,
+                 run_config: dict[str, Any] | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = run_dir
         self.writer = SummaryWriter(log_dir=str(run_dir), flush_secs=5)
         if identity is not None:  # binds the event file to its run (checked by `soaklab validate`)
             self.writer.add_text(IDENTITY_TAG, json.dumps(identity, sort_keys=True), 0)
+        if run_config is not None:  # TensorBoard's text tab shows what the run was (Markdown: a code block)
+            self.writer.add_text(RUN_CONFIG_TAG, "```json\n" + json.dumps(run_config, indent=2) + "\n```", 0)
         self.max_iterations = max_iterations
         self.start = time.monotonic()
         self._last_progress = 0.0

@@ -29,6 +29,7 @@ from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import CANCEL_SIGNALS
+from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
@@ -162,8 +163,9 @@ class Learner:
         cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
         self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
+        record = self.resolved.record()
         self.logger = RunLogger(self.run_dir, self.max_iterations,
-                                {"config_hash": self.resolved.record()["config_hash"], "run_dir": str(self.run_dir)})
+                                {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.config["algo"], self.device)
         algo = self.config["algo"]
@@ -306,7 +308,7 @@ class Learner:
         for it, walltime, values in rows:
             self.logger.scalars(values, it, walltime)
         if rows:  # the rate over the flushed iterations: one iteration's rate swings with the flush itself
-            seconds = sum(values["Perf/iteration_time"] or 0.0 for _, _, values in rows)
+            seconds = sum(values[ITERATION_TAG] or 0.0 for _, _, values in rows) / 1e3
             fps = self.layout.num_envs * len(rows) / max(seconds, 1e-9)
             self.logger.terminal(rows[-1][0] + 1, fps, self.stats.mean_return, self.stats.mean_length)
 
@@ -319,7 +321,7 @@ class Learner:
 
         metrics = self.arrays["metrics"]
         values: dict[str, float | None] = {
-            "Perf/iteration_time": iteration_s,
+            ITERATION_TAG: iteration_s * 1e3,
             "Perf/total_fps": self.final_fps,
             "Perf/learner_inference_ms": phases_ms.get("inference", 0.0),
             "Perf/learner_ingress_ms": phases_ms.get("ingress", 0.0),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.rl.channels import C
 from soaklab.schemas import validate_artifact
 from soaklab.settings.layout import Layout
@@ -15,7 +16,6 @@ from soaklab.settings.layout import Layout
 if TYPE_CHECKING:
     from soaklab.rl.runner import Learner
 
-METRIC_SCHEMA_VERSION = 1
 MANIFEST_SCHEMA_VERSION = 1
 
 

@@ -74,9 +74,9 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
     overrides = (*owned_overrides(request), *request.extra_overrides)
     if request.run_config is None:
         assert request.algo is not None and request.task is not None and request.sim is not None
-        resolved = resolve(RunRequest(request.algo, request.task, request.sim, overrides), host)
+        resolved = resolve(RunRequest(request.algo, request.task, request.sim, overrides).with_assets(), host)
     elif request.extra_overrides:
-        resolved = resolve(request_of(read_run_config(request.run_config), overrides), host)
+        resolved = resolve(request_of(read_run_config(request.run_config), overrides).with_assets(), host)
     else:
         resolved = load(request.run_config, host)
         algo_cfg = resolved.composed.config["algo"]
@@ -137,11 +137,21 @@ class Monitor:
         return None
 
     def _print(self, sample: dict[str, Any]) -> None:
-        p = sample["progress"]
+        """One progress line: where the run is, how fast, when it ends, what it holds."""
+        p, total = sample["progress"], self.resolved.composed.config["algo"]["max_iterations"]
+        rate = eta = "-"
+        earlier = next((s for s in self.watch.samples if s["progress"]["env_steps"] is not None), None)
+        if p["env_steps"] is not None and earlier is not None and sample["elapsed_s"] > earlier["elapsed_s"]:
+            span = sample["elapsed_s"] - earlier["elapsed_s"]
+            steps = p["env_steps"] - earlier["progress"]["env_steps"]
+            iterations = p["iteration"] - earlier["progress"]["iteration"]
+            rate = f"{steps / span:,.0f} env-steps/s"
+            if iterations > 0:
+                eta = f"ETA {(total - p['iteration']) * span / iterations:.0f}s"
         it = "-" if p["iteration"] is None else p["iteration"]
-        print(f"soak: {sample['elapsed_s']:.0f}s | it {it}/{self.resolved.composed.config['algo']['max_iterations']}"
+        print(f"soak: {sample['elapsed_s']:.0f}s | it {it}/{total} | {rate} | {eta}"
               f" | procs {sample['process_count']} | rss {sample['rss_bytes'] / (1 << 20):,.0f} MiB"
-              f" | shm fds {sample['fds']['shared_memory']} | eventfds {sample['fds']['eventfd']}", flush=True)
+              f" | shm fds {sample['fds']['shared_memory']}", flush=True)
 
     def _loop(self) -> None:
         assert self.proc is not None
