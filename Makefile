@@ -8,7 +8,7 @@ STAMP := $(VENV)/.soaklab-installed
 setup: $(STAMP)
 
 # Re-run set-up when the dependency list changes.
-$(STAMP): pyproject.toml scripts/setup-venv.sh
+$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
 	touch $(STAMP)
 

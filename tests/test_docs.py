@@ -14,7 +14,7 @@ DOC_REF = re.compile(r"docs/[A-Za-z0-9_-]+\.md")
 
 
 def markdown_files() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def anchors(path: Path) -> set[str]:

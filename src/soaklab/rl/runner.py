@@ -10,6 +10,7 @@ the original error.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import multiprocessing as mp
 import os
@@ -360,8 +361,12 @@ class Learner:
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"iteration": self.iteration, "env_steps": self.env_steps, "agent": self.agent.state_dict()}
         tmp = path.with_suffix(".pt.tmp")
+        # Serialised in memory, written by Python: a full disk is then an OSError naming ENOSPC, not
+        # the "basic_ios::clear" torch's own file writer reports.
+        buffer = io.BytesIO()
+        torch.save(payload, buffer)
         try:
-            torch.save(payload, tmp)
+            tmp.write_bytes(buffer.getbuffer())
             tmp.replace(path)
         except BaseException:  # a full disk leaves no partial checkpoint behind
             tmp.unlink(missing_ok=True)

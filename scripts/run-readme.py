@@ -1,0 +1,53 @@
+"""Run the README's command blocks as written: every ```bash block, each in a fresh shell from the
+repository root, in order; the first failing block fails the run. ```text blocks are shown, not run
+(GPU commands, servers). CI calls this after its own `make test` step, so that command is the one
+left out (named with the reason).
+
+    python3 scripts/run-readme.py [--skip 'make test'] [README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+
+
+def bash_blocks(text: str) -> list[str]:
+    return [m.group(1) for m in BLOCK.finditer(text)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("readme", nargs="?", type=Path, default=Path("README.md"))
+    parser.add_argument("--skip", action="append", default=[], metavar="COMMAND",
+                        help="a command line run elsewhere (repeatable); skipped with a notice")
+    args = parser.parse_args()
+    root = args.readme.resolve().parent
+    blocks = bash_blocks(args.readme.read_text())
+    if not blocks:
+        print(f"run-readme: {args.readme} has no ```bash block", file=sys.stderr)
+        return 1
+    for n, block in enumerate(blocks, 1):
+        lines = []
+        for line in block.splitlines():
+            if line.strip() in args.skip:
+                print(f"run-readme: block {n}: skipping `{line.strip()}` (run by the caller)", flush=True)
+                continue
+            lines.append(line)
+        script = "\n".join(lines)
+        print(f"run-readme: block {n}:\n" + "\n".join(f"  $ {line}" for line in lines if line.strip()), flush=True)
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=root)
+        if done.returncode != 0:
+            print(f"run-readme: block {n} failed (exit {done.returncode})", file=sys.stderr)
+            return done.returncode
+    print(f"run-readme: {len(blocks)} blocks of {args.readme} ran", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
