@@ -8,6 +8,7 @@ of soaklab: the Snakefile loads it by path before the environment is known to be
 from __future__ import annotations
 
 import ast
+import hashlib
 from functools import cache
 from pathlib import Path
 
@@ -100,3 +101,23 @@ def command_sources(*commands: str, root: Path = ROOT) -> list[str]:
             for folder in folders:
                 files.update(p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return sorted(str(f) for f in files if f is not None)
+
+
+def code_stamp(commands: tuple[str, ...], stamps: Path, root: Path = ROOT) -> Path:
+    """One small file standing for the commands' code: each source's sha256 and path. Rewritten only
+    when that content changes, so its mtime moves exactly when the code does; a rule that takes it as
+    input replans then, and its job printout names one file instead of dozens."""
+    lines = [f"{hashlib.sha256(Path(f).read_bytes()).hexdigest()}  {Path(f).relative_to(root.parent)}"
+             for f in command_sources(*commands, root=root)]
+    text = "".join(f"{line}\n" for line in lines)
+    path = stamps / ("+".join(c.replace(" ", "-") for c in commands) + ".sha256")
+    try:
+        unchanged = path.read_text() == text
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path

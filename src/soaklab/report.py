@@ -30,11 +30,13 @@ abbr { text-decoration: underline dotted; cursor: help; }
 """
 
 
-def _cell(value: Any) -> tuple[str, str]:
+def _cell(column: str, value: Any) -> tuple[str, str]:
     """A cell's HTML and its class. JSON for everything but plain strings and numbers, so null, []
-    and strings stay distinguishable."""
-    if isinstance(value, bool):
+    and strings stay distinguishable; the `passed` column reads yes or no."""
+    if column == "passed" and isinstance(value, bool):
         return ("yes" if value else "no"), "flag"
+    if isinstance(value, bool):
+        return ("true" if value else "false"), ""
     if isinstance(value, int | float):
         text = f"{value:,.6g}" if isinstance(value, float) else f"{value:,}"
         return html.escape(text), "num"
@@ -53,7 +55,7 @@ def table_html(rows: list[dict[str, Any]], title: str, verdict: str | None = Non
         klass = "" if "passed" not in row else (' class="pass"' if row["passed"] else ' class="fail"')
         cells = []
         for column in columns:
-            text, cell_class = _cell(row.get(column))
+            text, cell_class = _cell(column, row.get(column))
             cells.append(f'<td class="{cell_class}">{text}</td>' if cell_class else f"<td>{text}</td>")
         body.append(f"<tr{klass}>{''.join(cells)}</tr>")
     verdict_line = ""

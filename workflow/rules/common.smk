@@ -35,8 +35,9 @@ _spec.loader.exec_module(codedeps)
 
 
 def code_of(*commands):
-    """Package files `soaklab <command>` runs, so editing one replans the rule (and only its rules)."""
-    return codedeps.command_sources(*commands, root=PKG)
+    """A stamp of the package files `soaklab <command>` runs (their sha256 sums): editing one of them
+    replans the rule, and only the rules whose command runs it."""
+    return str(codedeps.code_stamp(commands, Path(".snakemake/soaklab-code"), root=PKG))
 
 
 def run_of(wildcards):

@@ -47,7 +47,7 @@ def plot_run(frame: pd.DataFrame, path: Path, title: str) -> None:
     panels = [("env steps/s", None),
               ("mean episode return", ["Train/mean_reward"]),
               ("mean episode length (steps)", ["Train/episode_length"]),
-              ("share of episodes ending by time-out", ["Train/timeout_fraction"]),
+              ("time-out share of ended episodes", ["Train/timeout_fraction"]),
               ("tracking error (m, rad)", ["Train/tracking/body_pos_error_m", "Train/tracking/joint_pos_error_rad"]),
               ("critic loss", ["Loss/critic"]),
               ("actor loss", ["Loss/actor"])]
