@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
 from soaklab.rl.replay import ReplayRing
+
+if TYPE_CHECKING:
+    from soaklab.rl.dp import DataParallel
 
 
 def log_std_of(raw: torch.Tensor, bounds: tuple[float, float]) -> torch.Tensor:
@@ -116,16 +119,26 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("shift", torch.zeros(dim))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
+    def update(self, x: torch.Tensor, dp: DataParallel | None = None) -> None:
+        """Take in a batch; with data parallelism, the batch of every rank (their moments summed),
+        so all ranks keep the same statistics."""
         if not self.enabled:
             return
         x = x.double()
-        n = x.shape[0]
-        batch_mean = x.mean(0)
+        if dp is None:
+            n: float | torch.Tensor = x.shape[0]
+            batch_mean = x.mean(0)
+            batch_m2 = ((x - batch_mean) ** 2).sum(0)
+        else:
+            dim = x.shape[1]
+            moments = torch.cat([x.new_full((1,), x.shape[0]), x.sum(0), (x * x).sum(0)])
+            dp.sum_(moments)
+            n, batch_mean = moments[0], moments[1:1 + dim] / moments[0]
+            batch_m2 = (moments[1 + dim:] - n * batch_mean * batch_mean).clamp_min(0)
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean.add_(delta * n / total)
-        self.m2.add_(((x - batch_mean) ** 2).sum(0) + delta * delta * self.count * n / total)
+        self.m2.add_(batch_m2 + delta * delta * self.count * n / total)
         self.count.copy_(total)
         std = (self.m2 / (self.count - 1).clamp_min(1)).sqrt()
         # Constant features (a zero std) pass through centred instead of blowing up.
@@ -177,6 +190,7 @@ class OffPolicyAgent:
         self.replay: ReplayRing | None = None
         self.batch_size = 0
         self._updates: dict[str, CapturedStep] = {}
+        self.dp: DataParallel | None = None  # data parallelism: set by join()
         self._inference: dict[tuple[int, int], tuple[CapturedStep, torch.Tensor, torch.Tensor]] = {}
 
     # -- wiring ------------------------------------------------------------------------------------
@@ -197,8 +211,8 @@ class OffPolicyAgent:
         """A replay batch with normalised observations (the statistics first take in this batch)."""
         assert self.replay is not None, "bind() the replay ring first"
         batch = self.replay.sample(self.batch_size)
-        self.obs_norm.update(batch["obs"])
-        self.critic_norm.update(batch["critic"])
+        self.obs_norm.update(batch["obs"], self.dp)
+        self.critic_norm.update(batch["critic"], self.dp)
         for key, norm in (("obs", self.obs_norm), ("next_obs", self.obs_norm), ("critic", self.critic_norm),
                           ("next_critic", self.critic_norm)):
             batch[key] = norm(batch[key])
@@ -209,6 +223,26 @@ class OffPolicyAgent:
         with torch.no_grad():
             for name, value in values.items():
                 self.diagnostics[self._index[name]].copy_(value.detach().reshape(()))
+
+    # -- data parallelism ---------------------------------------------------------------------------
+    def join(self, dp: DataParallel) -> None:
+        """Take rank 0's model (parameters and buffers); from now on every optimizer step averages
+        its gradients over the ranks. Before bind(): the captured updates include the collectives."""
+        self.dp = dp
+        dp.broadcast(self.modules())
+
+    def modules(self) -> list[nn.Module]:
+        return [self.obs_norm, self.critic_norm]
+
+    def _step(self, optimizer: torch.optim.Optimizer, module: nn.Module) -> None:
+        """optimizer.step() after the gradients of `module` are averaged over the ranks (if any)."""
+        if self.dp is not None:
+            self.dp.average_grads(module)
+        optimizer.step()
+
+    def _sync_buffers(self, module: nn.Module) -> None:
+        if self.dp is not None:
+            self.dp.average_buffers(module)
 
     # -- the learner's calls -----------------------------------------------------------------------
     def update(self, step: int) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, eval_mode, frozen, polyak, squash
 from soaklab.rl.agents.nets import ResidualTrunk, project_rows
@@ -172,11 +173,13 @@ class FlashSACAgent(OffPolicyAgent):
         critic_loss = -(target[:, None, :] * logits.log_softmax(-1)).sum(-1).mean()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.critic_opt.step()
+        self._step(self.critic_opt, self.critics)
+        self._sync_buffers(self.critics)  # BatchNorm statistics: the same on every rank
         project_rows(self.critics.hidden_weights())
         polyak(self.targets, self.critics, self.tau)
         self._record(critic=critic_loss, reward_scale=scale, q_mean=self._q(logits.detach()).mean())
-        if not actor:
+        if not actor:  # the actor's BatchNorm statistics moved with the target policy's forward
+            self._sync_buffers(self.actor)
             return
         action, log_prob = self._policy(batch["obs"])
         with eval_mode(self.critics), frozen(self.critics):
@@ -184,13 +187,17 @@ class FlashSACAgent(OffPolicyAgent):
         actor_loss = (self.temperature.alpha.detach() * log_prob - q_pi).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
-        self.actor_opt.step()
+        self._step(self.actor_opt, self.actor)
+        self._sync_buffers(self.actor)
         project_rows(self.actor.hidden_weights())
         alpha_loss = self.temperature.loss(log_prob)
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
-        self.alpha_opt.step()
+        self._step(self.alpha_opt, self.temperature)
         self._record(actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.actor, self.critics, self.targets, self.temperature, *super().modules()]
 
     def networks(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, frozen, polyak, squash
 from soaklab.rl.agents.nets import MLP
@@ -57,7 +58,7 @@ class SACAgent(OffPolicyAgent):
         critic_loss = (q - y[:, None]).pow(2).mean()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.critic_opt.step()
+        self._step(self.critic_opt, self.critics)
 
         action, log_prob = self._policy(batch["obs"])
         with frozen(self.critics):
@@ -65,14 +66,17 @@ class SACAgent(OffPolicyAgent):
         actor_loss = (self.temperature.alpha.detach() * log_prob - q_pi).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
-        self.actor_opt.step()
+        self._step(self.actor_opt, self.actor)
         alpha_loss = self.temperature.loss(log_prob)
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
-        self.alpha_opt.step()
+        self._step(self.alpha_opt, self.temperature)
         polyak(self.targets, self.critics, self.tau)
         self._record(critic=critic_loss, actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha,
                      q_mean=q.detach().mean())
+
+    def modules(self) -> list[nn.Module]:
+        return [self.actor, self.critics, self.targets, self.temperature, *super().modules()]
 
     def networks(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),

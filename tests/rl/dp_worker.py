@@ -1,0 +1,51 @@
+"""One rank of the data-parallel agent tests (imported by spawned processes, so it is a module)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from soaklab.config.compose import compose
+from soaklab.rl.agents import make_agent
+from soaklab.rl.dp import DataParallel
+from soaklab.rl.replay import ReplayRing
+from soaklab.settings.layout import Layout, TaskSpaces
+
+OBS, CRITIC, ACTION, ENVS = 6, 9, 3, 4
+
+
+def model_state(agent) -> dict[str, torch.Tensor]:  # noqa: ANN001 - an OffPolicyAgent
+    """Every parameter, buffer and optimizer state tensor of the agent, by name."""
+    out: dict[str, torch.Tensor] = {}
+    for i, module in enumerate(agent.modules()):
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            out[f"module{i}.{name}"] = tensor.detach().clone()
+    for opt_name in ("actor_opt", "critic_opt", "alpha_opt"):
+        for j, state in enumerate(getattr(agent, opt_name).state.values()):
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    out[f"{opt_name}.{j}.{key}"] = value.detach().clone()
+    return out
+
+
+def run_rank(rank: int, world: int, store: str, algo: str, updates: int, use_dp: bool, out: str) -> None:
+    torch.set_num_threads(1)
+    dp = DataParallel.join(Path(store), rank, world, "gloo") if use_dp else None
+    overrides = ["algo.actor_hidden=16", "algo.critic_hidden=16", "algo.num_blocks=1", "algo.batch_size=8",
+                 f"algo.seed={rank}"]  # a different initial model per rank: the broadcast must unify them
+    cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).config["algo"]
+    agent = make_agent(algo, OBS, CRITIC, ACTION, ENVS, cfg, torch.device("cpu"))
+    if dp is not None:
+        agent.join(dp)
+    layout = Layout(spaces=TaskSpaces(OBS, CRITIC, ACTION), num_envs=ENVS, capacity=1, depth=1, slot_rows=ENVS,
+                    num_metrics=1)
+    replay = ReplayRing(256, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=100 + rank)
+    data = torch.rand(128, layout.row_width, generator=torch.Generator().manual_seed(rank))  # each rank its own
+    replay.add(data)
+    agent.bind(replay, 8)
+    for step in range(updates):
+        agent.update(step)
+    torch.save(model_state(agent), Path(out) / f"rank{rank}.pt")
+    if dp is not None:
+        dp.close()
