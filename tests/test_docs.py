@@ -76,7 +76,8 @@ def test_code_and_docs_point_only_at_docs_that_exist():
 
 
 def test_nothing_points_outside_the_repository():
-    outside = re.compile(r"\.\./shared|DESIGN\.md|DESIGN §|seeds/")
-    this = str(Path(__file__).relative_to(REPO))
-    hits = {name: outside.findall(text) for name, text in tracked_text().items() if name != this}
+    # Spelled in pieces so that this file, which must name them, does not match itself.
+    design = "DESIGN"
+    outside = re.compile("|".join([r"\.\./" + "shared", design + r"\.md", design + " §", "seeds" + "/"]))
+    hits = {name: outside.findall(text) for name, text in tracked_text().items()}
     assert {name: found for name, found in hits.items() if found} == {}

@@ -6,29 +6,13 @@ without it every answer is None and the soak JSON says so.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from typing import Any
 
-QUERY_TIMEOUT_S = 10.0
-
-
-def _query(*args: str) -> list[list[str]] | None:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run([exe, *args, "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=QUERY_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return [[cell.strip() for cell in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+from soaklab.nvidia import smi_query
 
 
 def gpu_identity() -> list[dict[str, Any]] | None:
-    rows = _query("--query-gpu=index,uuid,name,driver_version,memory.total")
+    rows = smi_query("--query-gpu=index,uuid,name,driver_version,memory.total")
     if rows is None:
         return None
     return [{"index": int(r[0]), "uuid": r[1], "name": r[2], "driver": r[3], "memory_total_mib": int(r[4])}
@@ -37,7 +21,7 @@ def gpu_identity() -> list[dict[str, Any]] | None:
 
 def memory_by_pid() -> dict[int, int] | None:
     """Bytes of GPU memory each compute process holds (None without nvidia-smi)."""
-    rows = _query("--query-compute-apps=pid,used_memory")
+    rows = smi_query("--query-compute-apps=pid,used_memory")
     if rows is None:
         return None
     used: dict[int, int] = {}
