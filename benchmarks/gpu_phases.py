@@ -41,13 +41,19 @@ def main() -> int:
                         help="what produced the run dir (recorded in the JSON)")
     args = parser.parse_args()
     summary = json.loads((args.run_dir / "run_summary.json").read_text())
-    num_envs = json.loads((args.run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"]
+    run_config = json.loads((args.run_dir / "run_config.json").read_text())
+    algo = run_config["config"]["algo"]
+    num_envs = algo["num_envs"]
+    # Data-parallel runs: rank 0 logs one row per iteration for all ranks, each stepping num_envs.
+    ranks = ((run_config["run"].get("data_parallel") or {}).get("ranks") or {}).get("resolved", 1)
     frame = current_tags(read_scalars(event_file(args.run_dir)))  # schema-1 runs too
     steady = frame[frame["step"] >= args.steady_from]
     iteration = steady[steady["tag"] == ITERATION_TAG].sort_values("step")
     iterations = len(iteration)
     wall = float(iteration["wall_time"].iloc[-1] - iteration["wall_time"].iloc[0])
-    throughput = (iterations - 1) * num_envs / wall
+    throughput = (iterations - 1) * num_envs * ranks / wall
+    # Replay rows the learners sample per second, all ranks together (the seed's Rows/s).
+    samples = (iterations - 1) * algo["batch_size"] * algo["updates_per_step"] * ranks / wall
     phases: dict[str, dict[str, float]] = {}
     for tag in PER_STEP:
         values = steady[steady["tag"] == tag]["value"]
@@ -59,9 +65,10 @@ def main() -> int:
     record = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "source": args.source,
-        "algo": summary["algo"], "num_envs": num_envs,
+        "algo": summary["algo"], "num_envs": num_envs, "ranks": ranks,
+        "nccl_environment": (summary["runtime_manifest"].get("data_parallel") or {}).get("nccl_environment"),
         "steady_state": {"from_iteration": args.steady_from, "iterations": iterations, "wall_s": round(wall, 2),
-                         "env_steps_per_s": round(throughput, 1)},
+                         "env_steps_per_s": round(throughput, 1), "learner_samples_per_s": round(samples, 1)},
         "end_to_end_env_steps_per_s": round(summary["total_env_steps"] / summary["training_wall_time_sec"], 1),
         "target_env_steps_per_s": TARGET_ENV_STEPS_PER_S,
         "target_met": throughput >= TARGET_ENV_STEPS_PER_S,

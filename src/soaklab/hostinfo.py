@@ -20,8 +20,15 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def usable_cpus() -> tuple[int, ...]:
+    """The CPU ids this process may run on (its affinity), in order."""
+    if hasattr(os, "sched_getaffinity"):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))
+
+
 def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return len(usable_cpus())
 
 
 def git_state(cwd: Path | None = None) -> dict[str, Any]:

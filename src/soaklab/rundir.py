@@ -41,11 +41,12 @@ def check_new_or_empty(flag: str, run_dir: Path, allowed: tuple[str, ...] = ()) 
         raise InvalidInput(f"{flag}{sep}{run_dir}: exists and is not empty; choose a new directory")
 
 
-def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs")) -> Path:
+def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs"), suffix: str = "") -> Path:
+    """runs/<algo>-<task>-<sim>-<n><suffix>: the first n not taken (suffix: _gpuxN for N ranks)."""
     n = 0
-    while (root / f"{algo}-{task}-{sim}-{n}").exists():
+    while (root / f"{algo}-{task}-{sim}-{n}{suffix}").exists():
         n += 1
-    return root / f"{algo}-{task}-{sim}-{n}"
+    return root / f"{algo}-{task}-{sim}-{n}{suffix}"
 
 
 def claim(run_dir: Path) -> None:

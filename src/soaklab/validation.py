@@ -16,7 +16,7 @@ from soaklab.jsonfiles import write_json_atomic
 from soaklab.metrics.extract import REQUIRED_TAGS
 from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.schemas import load_artifact, validate_artifact
-from soaklab.soak.criteria import Check, monitor_checks, run_summary_checks
+from soaklab.soak.criteria import Check, monitor_checks, rank_checks, run_summary_checks
 
 VALIDATION_SCHEMA_VERSION = 1
 
@@ -69,6 +69,7 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
                  "metrics": str(metrics_path) if metrics_path else None}
     checks = monitor_checks(soak)
     checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
+    checks += rank_checks(summary, run_config)
     checks += consistency_checks(soak, summary, run_config, run_dir)
     if metrics is not None:
         checks += metrics_checks(metrics, run_dir, run_config)

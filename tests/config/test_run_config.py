@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from soaklab.config.host import simulated_host
+from soaklab.config.resolve import load
+from soaklab.errors import InvalidInput
 from tests.conftest import one_line
 
 
@@ -59,3 +64,30 @@ def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
     assert seeds == [MAX_SEED, 0, 1]
     for seed in seeds:
         ManagerRng(seed)
+
+
+TWO_GPUS = json.dumps({"cuda_device_count": 2, "cuda_free_bytes": [140 * 2**30, 140 * 2**30]})
+ONE_GPU = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [140 * 2**30]})
+CUDA_CARTPOLE = ("--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco", "training.device=cuda")
+
+
+def test_ranks_are_resolved_once_and_rechecked_on_load(cli, tmp_path):
+    """Two visible GPUs and a plain `cuda` learner: two ranks, in the record; a host with one GPU
+    refuses to load that record (it would run a different number of ranks)."""
+    out = tmp_path / "run_config.json"
+    assert cli("config", "resolve", *CUDA_CARTPOLE, "--out", out, host=TWO_GPUS).code == 0
+    record = json.loads(out.read_text())
+    assert record["run"]["data_parallel"]["ranks"] == {"configured": None, "resolved": 2}
+    assert record["run"]["data_parallel"]["backend"] == "nccl"
+    with pytest.raises(InvalidInput, match="data_parallel differs on this host"):
+        load(out, simulated_host(ONE_GPU))
+
+
+def test_mps_with_several_ranks_fails_closed(cli, g1_assets, tmp_path):
+    out = tmp_path / "run_config.json"
+    result = cli("config", "resolve", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mjwarp",
+                 "--assets-manifest", g1_assets.manifest_path, "training.cuda_process_sharing=mps", "--out", out,
+                 host=TWO_GPUS)
+    assert result.code == 2
+    assert one_line(result.err).startswith("soaklab: error: training.cuda_process_sharing='mps'")
+    assert "2 data-parallel ranks" in result.err and not out.exists()

@@ -15,10 +15,15 @@ from tests.rl.dp_worker import run_rank
 WORLD = 2
 
 
-def run_ranks(tmp_path, algo: str, use_dp: bool, updates: int = 6) -> list[dict[str, torch.Tensor]]:
+def run_ranks(tmp_path, algo: str, use_dp: bool, updates: int = 6, backend: str = "gloo"
+              ) -> list[dict[str, torch.Tensor]]:
+    return [r["state"] for r in rank_results(tmp_path, algo, use_dp, updates, backend)]
+
+
+def rank_results(tmp_path, algo: str, use_dp: bool, updates: int, backend: str) -> list[dict]:
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=run_rank, args=(r, WORLD, str(tmp_path), algo, updates, use_dp,
-                                                str(tmp_path))) for r in range(WORLD)]
+                                                str(tmp_path), backend)) for r in range(WORLD)]
     for p in procs:
         p.start()
     for p in procs:
@@ -49,3 +54,15 @@ def test_nccl_defaults_yield_to_the_environment(monkeypatch):
     monkeypatch.setenv("NCCL_P2P_DISABLE", "0")
     effective = nccl_environment()
     assert effective == {**NCCL_DEFAULTS, "NCCL_P2P_DISABLE": "0"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_nccl_ranks_with_captured_updates_stay_identical(tmp_path, algo):
+    """Two GPUs, NCCL over the default TCP loopback: the updates are CUDA graphs whose gradient
+    all-reduce is captured (after the eager collective warm-up), and the ranks stay bitwise equal."""
+    if not torch.cuda.is_available() or torch.cuda.device_count() < WORLD:
+        pytest.skip("needs two CUDA GPUs")
+    results = rank_results(tmp_path, algo, use_dp=True, updates=8, backend="nccl")
+    assert all(r["captured"] and r["warmed_up"] for r in results)
+    assert differing([r["state"] for r in results]) == []

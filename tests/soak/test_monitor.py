@@ -204,3 +204,20 @@ def test_bad_input_is_refused_before_anything_is_spawned(start_soak, flags, word
     out = [line for line in run.out().splitlines() if line.strip()]
     assert len(out) == 1 and words in out[0], out
     assert not run.log_dir.exists() and not run.output.exists()
+
+
+def test_two_ranks_are_watched_and_validated(start_soak, tmp_path):
+    """A data-parallel soak: the monitor samples every rank's learner and collector, and
+    `soaklab validate` checks the rank evidence (docs/runtime.md, "Data parallelism")."""
+    from soaklab.validation import validate_soak
+
+    run = start_soak("--extra-override", "training.dp_ranks=2", iterations=150)
+    soak = finished(run, 0)
+    ranks = soak["run_summary"]["runtime_manifest"]["data_parallel"]["ranks"]
+    seen = {p["pid"] for sample in soak["samples"] for p in sample["processes"]}
+    assert {r["pid"] for r in ranks} | {r["collector_pid"] for r in ranks} <= seen
+    no_process_left(soak)
+    report = validate_soak(run.output, run.log_dir, None, None, tmp_path / "validation.json")
+    rank_checks = [c for c in report["checks"] if c["name"].startswith("data parallel")]
+    assert len(rank_checks) == 5 and all(c["passed"] for c in rank_checks)
+    assert report["status"] == "passed", [c for c in report["checks"] if not c["passed"]]

@@ -14,6 +14,8 @@ NULLABLE_KINDS: dict[str, type] = {
     "env.num_threads": int,
     "env.motion": str,
     "training.log_dir": str,
+    "training.dp_ranks": int,
+    "training.dp_collector_cpu_ids": list,  # checked whole at resolution (soaklab.settings.ranks)
 }
 
 # Exact ints that must be >= the given minimum.
@@ -30,6 +32,7 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.actor_update_interval": 1,
     "algo.noise_zeta_max": 1,
     "env.num_threads": 1,
+    "training.dp_ranks": 1,
     "env.seed": 0,
     "algo.seed": 0,
 }

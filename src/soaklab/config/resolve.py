@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from soaklab.config.compose import ComposedConfig, compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.overrides import merge_overrides, parse_overrides
-from soaklab.config.run_config import ResolvedRun, config_hash, layout_of, resolve_run_config
+from soaklab.config.run_config import ResolvedRun, config_hash, layout_of, ranks_of, resolve_run_config
 from soaklab.environment import check_graph_env
 from soaklab.errors import InvalidInput
 from soaklab.schemas import load_artifact
@@ -101,6 +101,10 @@ def load(path: Path, host: HostCapabilities) -> ResolvedRun:
                               settings.cuda_process_sharing, host, allow_cpu_carrier_from_env())
     if devices.as_record() != record["run"]["resolved_devices"]:
         raise _disagreement(path, "resolved_devices", record["run"]["resolved_devices"], devices.as_record())
+    ranks = ranks_of(config, devices, host)
+    recorded_ranks = record["run"].get("data_parallel")
+    if recorded_ranks is not None and ranks.as_record() != recorded_ranks:
+        raise _disagreement(path, "data_parallel", recorded_ranks, ranks.as_record())
     layout = layout_of(settings, composed.task)
     budget = compute_memory_budget(settings, int(config["algo"]["replay_buffer_size"]), layout, devices, host)
     recorded_parts = record["run"]["memory_budget"]["parts_bytes"]
@@ -110,7 +114,7 @@ def load(path: Path, host: HostCapabilities) -> ResolvedRun:
     assets = record["run"].get("assets")
     if assets:
         check_manifest_unchanged(path, assets)
-    return ResolvedRun(composed, settings, devices, budget, host, assets, layout,
+    return ResolvedRun(composed, settings, devices, budget, host, assets, layout, ranks=ranks,
                        origin=f"loaded from {path} (devices and memory budget checked on this host, {host.source})")
 
 

@@ -14,12 +14,14 @@ from typing import Any
 
 from soaklab.config.compose import ComposedConfig
 from soaklab.errors import InvalidInput, SettingError
+from soaklab.hostinfo import usable_cpus
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.schemas import validate_artifact
 from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
 from soaklab.settings.layout import Layout, TaskSpaces, runtime_layout
+from soaklab.settings.ranks import RankPlan, resolve_ranks
 from soaklab.tasks.metrics import collector_metrics
 from soaklab.tasks.spaces import task_spaces
 
@@ -42,6 +44,8 @@ class ResolvedRun:
     origin: str = "resolved"
     # The CUDA MPS daemon a trainer selected (soaklab.mps.client.MpsSelection), when it asked for one.
     mps: Any = None
+    # Data-parallel ranks (one unless the learner is plain `cuda` on several visible GPUs, or dp_ranks).
+    ranks: RankPlan = RankPlan()
 
     @property
     def spaces(self) -> TaskSpaces:
@@ -84,6 +88,7 @@ class ResolvedRun:
                 "memory_budget": self.budget.as_record(),
                 "host": self.host.as_record(),
                 "assets": self.assets,
+                "data_parallel": self.ranks.as_record(),
             },
         }
 
@@ -128,12 +133,21 @@ def resolve_run_config(
         host,
         allow_cuda_learner_cpu_carrier,
     )
+    ranks = ranks_of(composed.config, devices, host)
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_agent_ranges(composed)
     layout = layout_of(settings, composed.task)
     budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
-    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout)
+    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
+
+
+def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabilities) -> RankPlan:
+    """The data-parallel plan: GPUs from the host's visible count, cores from this process's affinity."""
+    training = config["training"]
+    return resolve_ranks(training.get("dp_ranks"), training.get("dp_collector_cpu_ids"), training["device"],
+                         devices.learner, host.cuda_device_count, training.get("cuda_process_sharing"),
+                         usable_cpus())
 
 
 def layout_of(settings: RuntimeSettings, task: str) -> Layout:

@@ -11,6 +11,9 @@ METRIC_SCHEMA_VERSION = 2
 SUPPORTED_SCHEMAS = (1, 2)
 
 ITERATION_TAG = "Perf/iteration_ms"
+# With data parallelism rank 0 logs each iteration's scalars combined over the ranks: these are
+# summed (counts, the aggregate env-step rate); every other tag is the mean over the ranks.
+SUMMED_OVER_RANKS = frozenset({"Perf/total_fps", "Replay/size", "Replay/update_rows", "Ingress/backpressure_waits"})
 # Agent diagnostics that are not losses; every other diagnostic is Loss/<name>.
 AGENT_TAGS = {"alpha_value": "Agent/alpha", "q_mean": "Agent/q_mean", "reward_scale": "Agent/reward_scale"}
 

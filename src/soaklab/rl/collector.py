@@ -45,7 +45,7 @@ class CollectorSpec:
     torch_threads: int
     parent_pid: int
     fault: Fault | None
-    run_dir: str
+    diagnostics_path: str  # where the backend's diagnostics go (rank 0: the run dir; others: a temp file)
 
 
 def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any]:
@@ -113,7 +113,7 @@ class Collector:
         device = spec.config["env"]["collector_tensor_device"] or "cpu"
         self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None,
                               device=device) for g, (a, b) in enumerate(self.bounds)]
-        write_json_atomic(Path(spec.run_dir) / "backend_diagnostics.json", self.envs[0].diagnostics())
+        write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)
         self.rows = self.layout.row_slices()

@@ -13,6 +13,8 @@ NCCL on GPUs, gloo on CPUs (the CPU tests run the same code path with two CPU ra
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +29,8 @@ from torch import nn
 # records what was in effect.
 NCCL_DEFAULTS = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
 RENDEZVOUS_FILE = ".dp-rendezvous"
+JOINED_KEY = "soaklab/joined"
+RENDEZVOUS_POLL_S = 0.1
 TIMEOUT = timedelta(minutes=10)
 
 
@@ -37,6 +41,10 @@ def nccl_environment() -> dict[str, str]:
     return {key: os.environ[key] for key in NCCL_DEFAULTS}
 
 
+class RendezvousAborted(Exception):  # noqa: N818 - a condition, named for what happened
+    """Another rank ended before every rank had joined."""
+
+
 @dataclass
 class DataParallel:
     """This process's place in the group and the collectives the learner and agents call."""
@@ -44,14 +52,29 @@ class DataParallel:
     rank: int
     world_size: int
     backend: str
-    _flat: dict[int, torch.Tensor] = field(default_factory=dict)  # one gradient buffer per module
+    warmed_up: bool = False  # an eager collective ran before any capture (collective_warmup)
+    # One static flat buffer per (kind, module): gradients, or floating buffers.
+    _flat: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def join(cls, run_dir: Path, rank: int, world_size: int, backend: str) -> DataParallel:
-        """Rendezvous through a FileStore in the run dir (single node: no address, no port)."""
+    def join(cls, run_dir: Path, rank: int, world_size: int, backend: str,
+             gone: Callable[[], str | None] = lambda: None) -> DataParallel:
+        """Rendezvous through a FileStore in the run dir (single node: no address, no port).
+
+        Every rank first counts itself in and polls the count, asking `gone` between polls: a rank
+        that died while starting ends the others' wait at once instead of at the group's timeout."""
         if backend == "nccl":
             nccl_environment()
         store = dist.FileStore(str(run_dir / RENDEZVOUS_FILE), world_size)
+        store.add(JOINED_KEY, 1)
+        deadline = time.monotonic() + TIMEOUT.total_seconds()
+        while store.add(JOINED_KEY, 0) < world_size:
+            reason = gone()
+            if reason is not None:
+                raise RendezvousAborted(reason)
+            if time.monotonic() > deadline:
+                raise RendezvousAborted(f"not every rank joined within {TIMEOUT}")
+            time.sleep(RENDEZVOUS_POLL_S)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
         return cls(rank, world_size, backend)
 
@@ -60,8 +83,18 @@ class DataParallel:
         return self.rank == 0
 
     def close(self) -> None:
+        """Leave the group; the captured graphs holding its collectives must be released first."""
+        self._flat.clear()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+    def abort(self) -> None:
+        """Fail every pending and future collective of this rank at once (a peer is gone: NCCL would
+        otherwise wait out its timeout). Called from the rank watch thread."""
+        if dist.is_initialized():
+            from torch.distributed.distributed_c10d import _abort_process_group
+
+            _abort_process_group()
 
     # -- the model -----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -75,27 +108,35 @@ class DataParallel:
     def average_grads(self, module: nn.Module) -> None:
         """One all-reduce of the module's gradients through a static flat buffer (a CUDA graph may
         capture it: the buffer's address never changes)."""
-        params = [p for p in module.parameters() if p.grad is not None]
-        if not params:
-            return
-        flat = self._flat.get(id(module))
-        size = sum(p.numel() for p in params)
-        if flat is None or flat.numel() != size:
-            flat = self._flat[id(module)] = torch.zeros(size, dtype=params[0].grad.dtype, device=params[0].device)
-        views = list(flat.split([p.numel() for p in params]))
-        grads = [p.grad.reshape(-1) for p in params]
-        torch._foreach_copy_(views, grads)
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        flat.div_(self.world_size)
-        torch._foreach_copy_(grads, views)
+        self._average(("grad", id(module)), [p.grad for p in module.parameters() if p.grad is not None])
 
     @torch.no_grad()
     def average_buffers(self, module: nn.Module) -> None:
-        """Floating buffers (BatchNorm running statistics) averaged over the ranks."""
-        for buffer in module.buffers():
-            if buffer.is_floating_point():
-                dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
-                buffer.div_(self.world_size)
+        """Floating buffers (BatchNorm running statistics) averaged over the ranks, in one all-reduce."""
+        self._average(("buffer", id(module)), [b for b in module.buffers() if b.is_floating_point()])
+
+    def _average(self, key: tuple[str, int], tensors: list[torch.Tensor]) -> None:
+        if not tensors:
+            return
+        size = sum(t.numel() for t in tensors)
+        flat = self._flat.get(key)
+        if flat is None or flat.numel() != size:
+            flat = self._flat[key] = torch.zeros(size, dtype=tensors[0].dtype, device=tensors[0].device)
+        views = list(flat.split([t.numel() for t in tensors]))
+        targets = [t.reshape(-1) for t in tensors]
+        torch._foreach_copy_(views, targets)
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        flat.div_(self.world_size)
+        torch._foreach_copy_(targets, views)
+
+    def collective_warmup(self, device: torch.device) -> None:
+        """One eager all-reduce, then a device sync: NCCL initialises its communicator lazily, on the
+        first collective, and that may not happen while a CUDA graph is being captured."""
+        probe = torch.ones(1, device=device)
+        dist.all_reduce(probe)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        self.warmed_up = True
 
     @torch.no_grad()
     def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -104,21 +145,20 @@ class DataParallel:
         return tensor
 
     # -- scalars for the logs and the summary ----------------------------------------------------------
-    def reduce_scalars(self, values: dict[str, float | None], summed: frozenset[str], device: torch.device
-                       ) -> dict[str, float | None]:
-        """Cross-rank scalars: counts and throughputs summed, everything else averaged; a value some
-        rank has not produced yet (None) stays None."""
-        keys = sorted(values)
-        present = torch.tensor([0.0 if values[k] is None else 1.0 for k in keys], dtype=torch.float64, device=device)
-        data = torch.tensor([values[k] or 0.0 for k in keys], dtype=torch.float64, device=device)
-        dist.all_reduce(present)
-        dist.all_reduce(data)
-        out: dict[str, float | None] = {}
-        for i, key in enumerate(keys):
-            if present[i] < self.world_size:
-                out[key] = None
-            else:
-                out[key] = float(data[i]) if key in summed else float(data[i]) / self.world_size
+    def reduce_rows(self, rows: list[dict[str, float | None]], keys: list[str], summed: frozenset[str],
+                    device: torch.device) -> list[dict[str, float | None]]:
+        """Logged iterations combined over the ranks in one all-reduce: per key, the sum (counts,
+        throughputs) or the mean over the ranks that have a value; None where none has."""
+        data = torch.tensor([[row.get(k) or 0.0 for k in keys] for row in rows], dtype=torch.float64, device=device)
+        present = torch.tensor([[0.0 if row.get(k) is None else 1.0 for k in keys] for row in rows],
+                               dtype=torch.float64, device=device)
+        both = torch.stack([data, present])
+        dist.all_reduce(both)
+        total, count = both[0].tolist(), both[1].tolist()
+        out = []
+        for r in range(len(rows)):
+            out.append({k: None if count[r][i] == 0 else (total[r][i] if k in summed else total[r][i] / count[r][i])
+                        for i, k in enumerate(keys)})
         return out
 
     def gather_records(self, record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,4 +1,6 @@
-"""Fault injection for tests (docs/runtime.md): SOAKLAB_FAULT=<fault>@<iteration>.
+"""Fault injection for tests (docs/runtime.md): SOAKLAB_FAULT=<fault>@<iteration>[:<rank>].
+
+The fault fires in one data-parallel rank: the one named, else rank 0 (a single-rank run's only one).
 
 Faults are injected into the real trainer so soak tests drive the real runtime.
 """
@@ -19,6 +21,7 @@ FAULTS = ("hang_startup", "hang_collector_ready", "hang_learner", "hang_collecto
 class Fault:
     name: str
     iteration: int
+    rank: int = 0
 
     def due(self, name: str, iteration: int) -> bool:
         return self.name == name and iteration == self.iteration
@@ -29,6 +32,8 @@ def fault_from_env() -> Fault | None:
     if not text:
         return None
     name, sep, at = text.partition("@")
-    if name not in FAULTS or not sep or not at.isdigit():
-        raise InvalidInput(f"{FAULT_ENV}={text}: expected <fault>@<iteration> with fault in {', '.join(FAULTS)}")
-    return Fault(name, int(at))
+    at, colon, rank = at.partition(":")
+    if name not in FAULTS or not sep or not at.isdigit() or (colon and not rank.isdigit()):
+        raise InvalidInput(f"{FAULT_ENV}={text}: expected <fault>@<iteration>[:<rank>] with fault in "
+                           f"{', '.join(FAULTS)}")
+    return Fault(name, int(at), int(rank) if colon else 0)

@@ -190,3 +190,21 @@ class RunLogger:
         self.writer.close()
         if self._error is not None:
             raise RuntimeError(f"TensorBoard writer failed: {self._error}") from self._error
+
+
+class SilentLogger:
+    """What a data-parallel rank other than 0 logs: nothing (no terminal lines, no event file, no
+    progress.json); rank 0 logs the scalars of all ranks combined."""
+
+    def scalars(self, values: dict[str, float | None], step: int, walltime: float | None = None) -> None:
+        pass
+
+    def progress(self, iteration: int, env_steps: int, force: bool = False) -> None:
+        pass
+
+    def terminal(self, iteration: int, fps: float, reward: float | None, length: float | None,
+                 force: bool = False) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -5,6 +5,9 @@ always ends the same way: stop the collector (signal, join, terminate), close
 the replay pipeline, snapshot counters, write the final checkpoint, close the
 logger, write run_summary.json. Cleanup errors are recorded, never raised over
 the original error.
+
+With data parallelism (soaklab.rl.ranks) every rank runs a Learner; rank 0 alone
+logs, checkpoints and writes the summary, the others report their end to it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,19 +34,22 @@ from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.lifetime import CANCEL_SIGNALS
-from soaklab.metrics.tags import ITERATION_TAG
+from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
+from soaklab.rl.dp import DataParallel, RendezvousAborted
 from soaklab.rl.faults import Fault, fault_from_env
-from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger
+from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
+from soaklab.rl.ranks import RankContext, RankGone, RankWatch, collect_reports, end_peers
 from soaklab.rl.replay import ReplayRing
-from soaklab.rl.summary import build_summary, validate_summary
+from soaklab.rl.summary import build_rank_report, build_summary, validate_summary
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 from soaklab.settings.contract import MAX_SEED
 
 JOIN_TIMEOUT_S = 5.0
+RANK_REPORT_TIMEOUT_S = 60.0  # each rank's own shutdown: collector join, shared memory, CUDA IPC
 READY_TIMEOUT_S = 900.0
 # Update round `it` trains on transitions up to vector step `it - UPDATE_LAG_VECTORS` (see _loop).
 UPDATE_LAG_VECTORS = 1  # the first compile of the task terms can take minutes on a cold cache
@@ -73,6 +80,17 @@ def _cancel(signum: int, frame: Any) -> None:
     raise Cancelled(signal.Signals(signum).name)
 
 
+def rank_config(config: dict[str, Any], rank: int, groups: int) -> dict[str, Any]:
+    """Rank r's seeds: algo.seed + r (exploration, replay sampling) and env.seed + r * groups (its
+    envs' streams do not overlap another rank's groups). The model itself is rank 0's (broadcast)."""
+    if rank == 0:
+        return config
+    cfg = json.loads(json.dumps(config))
+    cfg["algo"]["seed"] = (int(cfg["algo"]["seed"]) + rank) % (MAX_SEED + 1)
+    cfg["env"]["seed"] = (int(cfg["env"]["seed"]) + rank * groups) % (MAX_SEED + 1)
+    return cfg
+
+
 def seed_everything(seed: int) -> None:
     """algo.seed seeds the global Python and torch RNGs (not numpy's, per the seed contract)."""
     random.seed(seed)
@@ -88,14 +106,25 @@ def leak_child() -> None:
 class Learner:
     """`hold_updates` (benchmarks only): always answer with the policy, never update."""
 
-    def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False) -> None:
+    def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False,
+                 rank: RankContext | None = None) -> None:
         self.hold_updates = hold_updates
         self.resolved = resolved
-        self.config = resolved.config
+        self.rank = rank
+        self.rank_index = rank.rank if rank is not None else 0
+        self.is_main = self.rank_index == 0
+        self.world_size = rank.world_size if rank is not None else 1
+        self.config = rank_config(resolved.config, self.rank_index, len(resolved.layout.group_bounds))
         self.run_dir = run_dir
         self.settings = resolved.settings
         self.device = torch.device(resolved.devices.learner)
-        self.fault: Fault | None = fault_from_env()
+        fault = fault_from_env()
+        self.fault: Fault | None = fault if fault is not None and fault.rank == self.rank_index else None
+        self.dp: DataParallel | None = None
+        self.watch: RankWatch | None = None
+        self.shutting_down = False
+        self.rank_records: list[dict[str, Any]] | None = None  # every rank's device and GPU (rank 0)
+        self.peer_reports: list[dict[str, Any] | None] | None = None  # how ranks 1..N-1 ended (rank 0)
         algo = self.config["algo"]
         self.max_iterations = int(algo["max_iterations"])
         self.learning_starts = int(algo["learning_starts"])
@@ -107,7 +136,7 @@ class Learner:
         self.collector: mp.process.BaseProcess | None = None
         self.arrays = None
         self.handles = None
-        self.logger: RunLogger | None = None
+        self.logger: RunLogger | SilentLogger | None = None
         self.agent = None
         self.final_fps = 0.0
         self.backend_diagnostics: dict[str, Any] | None = None
@@ -128,6 +157,8 @@ class Learner:
             self._failed("external_cancellation", "learner", exc)
         except PeerDied as exc:
             self._failed("collector_failure", "collector", exc)
+        except (RankGone, RendezvousAborted) as exc:  # rank 0 adopts the rank's own classification once it has reported
+            self._failed("external_cancellation" if not self.is_main else "unknown_failure", "rank", exc)
         except Exception as exc:
             self._failed("learner_failure", "learner", exc)
         finally:
@@ -145,7 +176,8 @@ class Learner:
         self.shutdown.classification = classification
         self.shutdown.owner = owner
         self.shutdown.exception = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
-        print(f"train: error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        who = f"rank {self.rank_index} " if self.world_size > 1 else ""
+        print(f"train: {who}error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def _run(self) -> None:
         seed_everything(int(self.config["algo"]["seed"]))
@@ -160,15 +192,21 @@ class Learner:
         carrier = self.resolved.devices.carrier
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+        if self.rank is not None:
+            self._join_ranks()
         # A cuda carrier: the learner allocates the ring and ingress slots on the GPU and shares them.
         cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
         self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
         record = self.resolved.record()
-        self.logger = RunLogger(self.run_dir, self.max_iterations,
-                                {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
+        # Rank 0 alone writes the terminal, TensorBoard and progress.json.
+        self.logger = (RunLogger(self.run_dir, self.max_iterations,
+                                 {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
+                       if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.config["algo"], self.device)
+        if self.dp is not None:
+            self.agent.join(self.dp)
         algo = self.config["algo"]
         self.replay = ReplayRing(int(algo["replay_buffer_size"]), layout.row_width, layout.row_slices(), self.device,
                                  seed=(int(algo["seed"]) + 1) % (MAX_SEED + 1), stride=s.num_envs,
@@ -180,7 +218,8 @@ class Learner:
             handles=self.handles, task=self.resolved.composed.task, config=self.config,
             scene=self.resolved.scene, vector_steps=self.max_iterations,
             metrics_interval=s.collector_metrics_interval, metric_names=self.resolved.collector_metrics,
-            torch_threads=1, parent_pid=os.getpid(), fault=self.fault, run_dir=str(self.run_dir),
+            torch_threads=1, parent_pid=os.getpid(), fault=self.fault,
+            diagnostics_path=str(self._diagnostics_path()),
         )
         self.shutdown.phase = "spawn"
         self.collector = ctx.Process(target=collector_main, args=(spec,), name="soaklab-collector", daemon=False)
@@ -188,6 +227,47 @@ class Learner:
         self._wait_ready()
         self.shutdown.phase = "training"
         self._loop()
+
+    def _join_ranks(self) -> None:
+        """Join the group (FileStore rendezvous in the run dir), start watching the other ranks, and
+        share each rank's placement with rank 0 (for the manifest)."""
+        assert self.rank is not None
+        self.shutdown.phase = "rendezvous"
+        self.dp = DataParallel.join(self.run_dir, self.rank_index, self.world_size, self.rank.backend,
+                                    self.rank.gone)
+        self.watch = RankWatch(self.rank, self.dp, self._stuck)
+        on_cuda = self.device.type == "cuda"
+        record = {"rank": self.rank_index, "pid": os.getpid(),
+                  "collector_backend_device": self.resolved.devices.carrier,
+                  "gpu_uuid": str(torch.cuda.get_device_properties(self.device).uuid) if on_cuda else None,
+                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") if on_cuda else None,
+                  "cpu_ids": list(self.rank.cpu_ids) if self.rank.cpu_ids is not None else None}
+        self.rank_records = self.dp.gather_records(record)
+
+    def _stuck(self, reason: str) -> None:
+        """The watch thread's last resort: the training thread has not noticed the other ranks' end
+        (it waits in a collective that cannot fail), so shut this rank down from here and exit."""
+        if self.shutting_down:
+            return
+        self._failed("external_cancellation" if not self.is_main else "unknown_failure", "rank", RankGone(reason))
+        result = self._shutdown()
+        if self.is_main:
+            print(f"train: failed ({result['runtime_manifest']['shutdown']['classification']}) after "
+                  f"{self.iteration} iterations; {self.run_dir / 'run_summary.json'}", file=sys.stderr, flush=True)
+        elif self.rank is not None and self.rank.report is not None:
+            self.rank.report.send(result)
+        sys.stdout.flush()
+        # os._exit skips the exit handlers: run multiprocessing's finalizers (they unregister this
+        # process's semaphores from the resource tracker, which would otherwise warn of leaks).
+        mp.util._run_finalizers(0)
+        os._exit(1)
+
+    def _diagnostics_path(self) -> Path:
+        """Rank 0's collector writes backend_diagnostics.json into the run dir; another rank's goes
+        to a temp file its learner reads into its report and removes (ranks > 0 write no run files)."""
+        if self.is_main:
+            return self.run_dir / "backend_diagnostics.json"
+        return Path(tempfile.gettempdir()) / f"soaklab-rank{self.rank_index}-{os.getpid()}-backend.json"
 
     def _process_sharing_evidence(self) -> dict[str, Any] | None:
         """With mps requested, prove (now that the learner's CUDA context exists) that it runs through the
@@ -213,10 +293,16 @@ class Learner:
         while not ctl[C.READY]:
             if not self._alive():
                 raise PeerDied("collector exited during startup")
+            if self.watch is not None:
+                self.watch.check()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"collector not ready after {READY_TIMEOUT_S:.0f}s")
             time.sleep(0.05)
         self.logger.progress(0, 0, force=True)
+
+    def _check_ranks(self) -> None:
+        if self.watch is not None:
+            self.watch.check()
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -244,6 +330,7 @@ class Learner:
         mark = time.perf_counter()
         for it in range(self.max_iterations):
             self.iteration = it
+            self._check_ranks()
             self._fault_hooks(it)
             # Inference: answer each group's observations with the current policy.
             for g, (a, b) in enumerate(layout.group_bounds):
@@ -294,23 +381,30 @@ class Learner:
             self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
             if self.device_log.full or it + 1 == self.max_iterations:
                 self._flush_log()
-            self.logger.progress(it + 1, self.env_steps)
+            self.logger.progress(it + 1, self.env_steps * self.world_size)
             last_counters = ctl.copy()
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
         self.iteration = self.max_iterations
-        self.logger.progress(self.iteration, self.env_steps, force=True)
-        self.logger.terminal(self.iteration, self.final_fps, self.stats.mean_return, self.stats.mean_length,
-                             force=True)
+        self.logger.progress(self.iteration, self.env_steps * self.world_size, force=True)
+        self.logger.terminal(self.iteration, self.final_fps * self.world_size, self.stats.mean_return,
+                             self.stats.mean_length, force=True)
 
-    def _flush_log(self) -> None:
-        """Write the buffered iterations to TensorBoard (one device read for all of them)."""
+    def _flush_log(self, across_ranks: bool = True) -> None:
+        """Write the buffered iterations to TensorBoard (one device read for all of them). With
+        several ranks, each iteration's scalars are first combined over the ranks in one collective
+        (every rank flushes at the same iterations); a failed run's last rows stay rank 0's own."""
         rows = self.device_log.drain(self.stats)
+        if self.dp is not None and across_ranks and rows:
+            keys = sorted(set().union(*(values for _, _, values in rows))
+                          | {diagnostic_tag(name) for name in self.agent.diag_names})
+            merged = self.dp.reduce_rows([values for _, _, values in rows], keys, SUMMED_OVER_RANKS, self.device)
+            rows = [(it, walltime, values) for (it, walltime, _), values in zip(rows, merged, strict=True)]
         for it, walltime, values in rows:
             self.logger.scalars(values, it, walltime)
         if rows:  # the rate over the flushed iterations: one iteration's rate swings with the flush itself
             seconds = sum(values[ITERATION_TAG] or 0.0 for _, _, values in rows) / 1e3
-            fps = self.layout.num_envs * len(rows) / max(seconds, 1e-9)
+            fps = self.layout.num_envs * self.world_size * len(rows) / max(seconds, 1e-9)
             self.logger.terminal(rows[-1][0] + 1, fps, self.stats.mean_return, self.stats.mean_length)
 
     def _host_scalars(self, iteration_s: float, phases_ms: dict[str, float], ctl: np.ndarray,
@@ -357,6 +451,8 @@ class Learner:
             leak_child()
 
     def _checkpoint(self, name: str) -> None:
+        if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
+            return
         path = self.run_dir / "checkpoints" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"iteration": self.iteration, "env_steps": self.env_steps, "agent": self.agent.state_dict()}
@@ -418,6 +514,7 @@ class Learner:
         return {"pid": proc.pid, "alive": proc.is_alive(), "exitcode": code, "signal": sig}
 
     def _shutdown(self) -> dict[str, Any]:
+        self.shutting_down = True
         self.shutdown.iteration = self.iteration
         self._step("stop collector", self._stop_collector)
         self.shutdown.collector = self._collector_record()
@@ -428,15 +525,23 @@ class Learner:
         if self.arrays is not None:
             errors = self._step("close shared memory", self.arrays.close) or []
             self.shutdown.cleanup_errors.extend(errors)
+        completed = self.shutdown.classification == "normal_completion"
+        if self.rank is not None and not completed and self.is_main:
+            self.rank.stop.set()  # the other ranks end too
         if self.agent is not None:
             self._step("final checkpoint", lambda: self._checkpoint("model_final.pt"))
         if self.device_log is not None and self.logger is not None:
-            self._step("flush logs", self._flush_log)
+            self._step("flush logs", lambda: self._flush_log(across_ranks=False))
         if self.agent is not None:
             self.learner_diagnostics = self._step("learner diagnostics", self._learner_diagnostics)
-            self._step("release captured graphs", self.agent.close)
+            self._step("release captured graphs", self.agent.close)  # before the group that they use goes
+        if self.rank is not None:
+            self._step("leave the rank group", lambda: self._leave_ranks(completed))
+        if not self.is_main:
+            return build_rank_report(self, counters)
         if self.logger is not None:
-            self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps, force=True))
+            self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps * self.world_size,
+                                                                force=True))
             self._step("close logger", self.logger.close)
         summary = build_summary(self, counters)
         self._step("validate run summary", lambda: validate_summary(summary))
@@ -448,6 +553,48 @@ class Learner:
             print(f"train: error: {self.summary_error}", file=sys.stderr, flush=True)
         return summary
 
+    def _leave_ranks(self, completed: bool) -> None:
+        """Stop watching, leave the process group (aborted when the run failed: a peer may still wait
+        in a collective), and on rank 0 wait for every rank's report, then adopt the failure of the
+        rank that ended the run."""
+        assert self.rank is not None
+        if self.watch is not None:
+            self.watch.close()
+        if self.dp is not None:
+            if not completed and self.dp.backend == "nccl":
+                self.dp.abort()
+            else:
+                self.dp.close()
+        if not self.is_main:
+            return
+        (self.run_dir / ".dp-rendezvous").unlink(missing_ok=True)
+        self.peer_reports = collect_reports(self.rank, RANK_REPORT_TIMEOUT_S)
+        end_peers(self.rank, JOIN_TIMEOUT_S)
+        self._adopt_rank_failure()
+
+    def _adopt_rank_failure(self) -> None:
+        """Rank 0 failing because another rank went away (a collective broke, the watch fired) is not
+        the cause: the first rank that failed on its own is, and its classification is the run's."""
+        assert self.peer_reports is not None and self.rank is not None
+        own = self.shutdown.classification
+        if own not in ("normal_completion", "learner_failure", "unknown_failure"):
+            return
+        for r, (report, proc) in enumerate(zip(self.peer_reports, self.rank.peers, strict=True), start=1):
+            if report is None:
+                classification, owner = "learner_failure", f"rank {r} learner"
+                exception = {"type": "RankDied", "message": f"rank {r} exited without a report (code {proc.exitcode})"}
+            else:
+                shutdown = report["shutdown"]
+                if shutdown["classification"] in ("normal_completion", "external_cancellation"):
+                    continue
+                classification, owner = shutdown["classification"], f"rank {r} {shutdown['owner']}"
+                exception = shutdown["exception"]
+            self.shutdown.classification, self.shutdown.owner, self.shutdown.exception = (
+                classification, owner, exception)
+            print(f"train: error: {classification}: {owner}: {exception['type'] if exception else ''}: "
+                  f"{exception['message'] if exception else ''}", file=sys.stderr, flush=True)
+            return
+
     def _learner_diagnostics(self) -> dict[str, Any]:
         return {"cuda_graph": self.agent.capture_diagnostics(),
                 "schedule": {"update_lag_vectors": UPDATE_LAG_VECTORS,
@@ -456,8 +603,11 @@ class Learner:
                                         "effective": self.replay.n_step}}}
 
     def _read_backend_diagnostics(self) -> dict[str, Any]:
-        path = self.run_dir / "backend_diagnostics.json"
+        path = self._diagnostics_path()
         if path.is_file():
-            return json.loads(path.read_text())
+            diagnostics = json.loads(path.read_text())
+            if not self.is_main:
+                path.unlink()
+            return diagnostics
         return {"available": False, "backend_type": self.resolved.composed.sim,
                 "unavailable_reason": "the collector exited before reporting its backend"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,54 @@ def measured_peaks(learner: Learner, n: dict[C, int]) -> dict[str, int | None]:
     }
 
 
+def build_rank_report(learner: Learner, counters: np.ndarray | None) -> dict[str, Any]:
+    """How a rank other than 0 ended, sent to rank 0 (which writes the run's only summary)."""
+    n = _counters(counters)
+    return {"rank": learner.rank_index, "shutdown": learner.shutdown.record(), "iteration": learner.iteration,
+            "env_steps": learner.env_steps, "final_env_steps_per_sec": learner.final_fps,
+            "dropped_batches": n[C.DROPPED_BATCHES], "backend_diagnostics": learner.backend_diagnostics,
+            "learner_diagnostics": learner.learner_diagnostics}
+
+
+def data_parallel(learner: Learner) -> dict[str, Any]:
+    """The manifest's rank evidence: the group, the sync, and each rank's placement and end."""
+    from soaklab.rl.dp import NCCL_DEFAULTS
+
+    plan, dp = learner.resolved.ranks, learner.dp
+    reports = learner.peer_reports or []
+    ranks = []
+    for index, record in enumerate(learner.rank_records or []):
+        report = None if index == 0 else (reports[index - 1] if index - 1 < len(reports) else None)
+        shutdown = learner.shutdown.record() if index == 0 else (report or {}).get("shutdown")
+        ranks.append(record | {
+            "classification": shutdown["classification"] if shutdown else "learner_failure",
+            "iteration": learner.iteration if index == 0 else (report or {}).get("iteration"),
+            "env_steps": learner.env_steps if index == 0 else (report or {}).get("env_steps"),
+            "reported": index == 0 or report is not None,
+            "collector_pid": ((shutdown or {}).get("collector") or {}).get("pid"),
+        })
+    graphs = (learner.learner_diagnostics or {}).get("cuda_graph") or {}
+    update_steps = {k: v for k, v in (graphs.get("steps") or {}).items() if k.startswith("update_")}
+    captured = bool(update_steps) and all(v["enabled"] for v in update_steps.values())
+    warmed = bool(dp is not None and dp.warmed_up)
+    return {
+        "world_size": plan.world_size,
+        "backend": plan.backend,
+        "launcher": "torch.multiprocessing (spawn) from rank 0",
+        "rendezvous": "FileStore in the run dir",
+        "nccl_environment": {k: os.environ.get(k) for k in NCCL_DEFAULTS} if plan.backend == "nccl" else None,
+        "dp_sync": {
+            "initial_broadcast": "actor, critics, targets, temperature, normalisers (rank 0)",
+            "gradient_all_reduce": "flat buffer per module, SUM / world_size, before every optimizer step",
+            "replay_exchange": False,
+            "cuda_graph_optimizer_capture": ("enabled_after_collective_warmup" if captured and warmed
+                                             else "enabled" if captured else "eager"),
+            "cuda_graph_collective_warmup": warmed,
+        },
+        "ranks": ranks,
+    }
+
+
 def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, Any]:
     r, s = learner.resolved, learner.settings
     n = _counters(counters)
@@ -87,6 +136,13 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
     }
     if learner.learner_diagnostics is not None:
         manifest["learner_diagnostics"] = learner.learner_diagnostics
+    env_steps, fps = learner.env_steps, learner.final_fps
+    if learner.rank is not None:
+        manifest["data_parallel"] = data_parallel(learner)
+        for report in learner.peer_reports or []:  # the aggregate: every collector's env steps
+            if report is not None:
+                env_steps += report["env_steps"]
+                fps += report["final_env_steps_per_sec"]
     if learner.cuda_process_sharing is not None:
         manifest["cuda_process_sharing"] = learner.cuda_process_sharing
     elif s.cuda_process_sharing is not None:  # failed before the evidence was taken
@@ -104,8 +160,8 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "sim": r.composed.sim,
         "config_hash": r.record()["config_hash"],
         "completed_iterations": learner.iteration,
-        "total_env_steps": learner.env_steps,
-        "final_env_steps_per_sec": learner.final_fps,
+        "total_env_steps": env_steps,
+        "final_env_steps_per_sec": fps,
         "training_wall_time_sec": time.monotonic() - learner.start_time,
         "metric_schema_version": METRIC_SCHEMA_VERSION,
         "runtime_manifest": manifest,

@@ -23,7 +23,8 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
     monitor's console log and the very record this trainer runs."""
     configured = resolved.composed.config["training"]["log_dir"]
     c = resolved.composed
-    run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim)
+    run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim,
+                                                               suffix=resolved.ranks.run_dir_suffix())
     resolved = with_log_dir(resolved, run_dir)
     record = resolved.record()
     allowed = (CONSOLE_LOG, LOCK, RUN_CONFIG) if _same_record(run_dir / RUN_CONFIG, record) else (CONSOLE_LOG, LOCK)
@@ -64,7 +65,15 @@ def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
           f"{resolved.settings.num_envs} envs x {resolved.composed.config['algo']['max_iterations']} iterations "
           f"-> {run_dir}", flush=True)
     threading.excepthook = _thread_error_line
-    learner = Learner(resolved, run_dir)
+    rank = None
+    if resolved.ranks.parallel:
+        from soaklab.rl.ranks import start_ranks
+
+        plan = resolved.ranks
+        print(f"train: {plan.world_size} data-parallel ranks ({plan.backend}), one collector each; "
+              "rank 0 logs for all", flush=True)
+        rank = start_ranks(resolved, run_dir)
+    learner = Learner(resolved, run_dir, rank=rank)
     summary = learner.run()
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written

@@ -61,5 +61,34 @@ def monitor_checks(soak: dict[str, Any]) -> list[Check]:
     ]
 
 
+def rank_checks(summary: dict[str, Any], run_config: dict[str, Any]) -> list[Check]:
+    """A data-parallel run's rank evidence (docs/runtime.md, "Data parallelism"); none for one rank."""
+    plan = run_config["run"].get("data_parallel") or {}
+    world = (plan.get("ranks") or {}).get("resolved", 1)
+    if world < 2:
+        return []
+    dp = summary["runtime_manifest"].get("data_parallel") or {"ranks": [], "dp_sync": {}}
+    ranks = dp["ranks"]
+    algo = run_config["config"]["algo"]
+    checks = [
+        Check("data parallel: ranks in the manifest", list(range(world)), [r["rank"] for r in ranks]),
+        Check("data parallel: every rank reported its end", [True] * world, [r["reported"] for r in ranks]),
+        Check("data parallel: every rank ended normally", ["normal_completion"] * world,
+              [r["classification"] for r in ranks]),
+        Check("data parallel: every rank ran every iteration", [algo["max_iterations"]] * world,
+              [r["iteration"] for r in ranks]),
+        Check("data parallel: total env steps = ranks x iterations x num_envs",
+              world * algo["max_iterations"] * algo["num_envs"], summary["total_env_steps"]),
+    ]
+    if plan.get("backend") == "nccl":
+        uuids = [r["gpu_uuid"] for r in ranks]
+        checks.append(Check("data parallel: one GPU per rank (distinct GPU UUIDs)", world,
+                            len({u for u in uuids if u})))
+        if dp["dp_sync"].get("cuda_graph_optimizer_capture") != "eager":
+            checks.append(Check("data parallel: captured all-reduce after an eager collective warm-up", True,
+                                dp["dp_sync"].get("cuda_graph_collective_warmup")))
+    return checks
+
+
 def failed(checks: list[Check]) -> list[Check]:
     return [c for c in checks if not c.passed]

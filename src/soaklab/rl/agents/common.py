@@ -230,6 +230,7 @@ class OffPolicyAgent:
         its gradients over the ranks. Before bind(): the captured updates include the collectives."""
         self.dp = dp
         dp.broadcast(self.modules())
+        dp.collective_warmup(self.device)
 
     def modules(self) -> list[nn.Module]:
         return [self.obs_norm, self.critic_norm]
