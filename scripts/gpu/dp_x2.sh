@@ -30,6 +30,6 @@ python3 benchmarks/gpu_dp_scaling.py "$out/phases-gpu-x2.json" "$out/phases-gpu-
 tar -czf "$out/dp-evidence.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \
   results/gpu-x2 results/gpu-x1 logs/gpu-x2 logs/gpu-x1 benchmarks/rules/gpu-x2 benchmarks/rules/gpu-x1 \
   "$out"/*.log "$out"/gpus.csv 2>/dev/null
-rm -f "$out"/*.log "$out"/gpus.csv
+rm -f "$out"/nccl_test.log "$out"/snakemake.log "$out"/phases-*.log "$out"/gpus.csv  # packed above
 echo "dp_x2: exit $status"
 exit $status
