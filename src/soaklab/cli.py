@@ -7,6 +7,7 @@ written); 1 = runtime failure. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -197,6 +198,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from soaklab.export import check_out_path, export
+    from soaklab.trained import load_trained
+
+    check_out_path(args.out)  # before the checkpoint is read
+    record = export(load_trained(args.run_dir, args.checkpoint), args.out)
+    parity = record["parity"]
+    verdict = "within" if parity["passed"] else "OUTSIDE"
+    print(f"export: {args.out} (iteration {record['iteration']}); onnxruntime vs torch on {parity['observations']} "
+          f"observations: max |diff| {parity['max_abs_diff']:.2e}, {verdict} {parity['bound']:.0e}")
+    return 0 if parity["passed"] else 1
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from soaklab.play import check_out_path
+
+    check_out_path(args.out)  # MUJOCO_GL was set from --gl before MuJoCo was imported (preset_gl)
+    from soaklab.play import play
+    from soaklab.trained import load_trained
+
+    record = play(load_trained(args.run_dir, args.checkpoint), args.out, args.seconds, args.envs)
+    print(f"play: {record['frames']} frames at {record['fps']} fps ({record['width']}x{record['height']}, "
+          f"MUJOCO_GL={record['gl']}) -> {args.out}; contact sheet {record['contact_sheet']}; "
+          f"mean reward {record['mean_reward']:.3f}")
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from soaklab.summary import summary_lines
 
@@ -382,6 +410,22 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--html", type=Path, help="the checks as an HTML table (for the Snakemake report)")
     validate.set_defaults(func=cmd_validate)
 
+    export = sub.add_parser("export", help="the run's policy as ONNX, with an onnxruntime parity check")
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run dir `soaklab train` wrote")
+    export.add_argument("--checkpoint", type=Path, help="a checkpoint of the run (its model_final.pt when not given)")
+    export.add_argument("--out", type=Path, required=True, help="the .onnx to write (parity JSON beside it)")
+    export.set_defaults(func=cmd_export)
+
+    play_cmd = sub.add_parser("play", help="roll the policy out on MuJoCo and render it to MP4 (and a contact sheet)")
+    play_cmd.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run dir `soaklab train` wrote")
+    play_cmd.add_argument("--checkpoint", type=Path, help="a checkpoint of the run (its model_final.pt when not given)")
+    play_cmd.add_argument("--out", type=Path, required=True, help="the .mp4 to write (.png sheet and .json beside it)")
+    play_cmd.add_argument("--seconds", type=float, default=5.0, help="how long to play")
+    play_cmd.add_argument("--envs", type=int, default=1, help="envs rolled out (env 0 is rendered)")
+    play_cmd.add_argument("--gl", choices=("glfw", "egl", "osmesa"),
+                          help="MuJoCo's GL backend (default: MUJOCO_GL, else glfw with a display, else egl)")
+    play_cmd.set_defaults(func=cmd_play)
+
     summary = sub.add_parser("summary", help="each run's verdict, figures and where its results lie (end of a DAG run)")
     summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
     summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
@@ -416,9 +460,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def preset_gl(argv: list[str]) -> None:
+    """`soaklab play`: MuJoCo fixes its GL backend (MUJOCO_GL) when it is first imported, and building
+    the parser imports it, so the backend is chosen from the raw arguments first."""
+    if not argv or argv[0] != "play":
+        return
+    from soaklab.play import GL_BACKENDS, choose_gl
+
+    given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--gl"), None)
+    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--gl=")), given)
+    if given in GL_BACKENDS or given is None:  # a bad --gl is left to the parser's one-line usage error
+        os.environ["MUJOCO_GL"] = choose_gl(given)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        preset_gl(argv)
+    except SoaklabError as exc:
+        print(f"soaklab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed as one line

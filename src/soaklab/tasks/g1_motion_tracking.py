@@ -370,12 +370,18 @@ class G1MotionTrackingEnv:
         self.episode_step.masked_fill_(mask, 0)
         self.last_action.masked_fill_(mask[:, None], 0.0)
 
+    def reference_qpos(self, ids: torch.Tensor) -> torch.Tensor:
+        """The clip's pose at the current frame of envs `ids`, as qpos (root position, root quaternion,
+        joints): what the reference ghost of `soaklab play` shows."""
+        ref, r = self._reference(self.frame[ids]), self.root
+        return torch.cat([ref["pos"][:, r], ref["quat"][:, r], ref["joint_pos"]], dim=-1)
+
     def set_reference_state(self, mask: torch.Tensor | None = None) -> None:
         """Put the selected envs exactly on their current reference frame (kinematic replay, tests)."""
         ids = torch.arange(self.num_envs, device=self.device) if mask is None else mask.nonzero(as_tuple=True)[0]
         ref, r = self._reference(self.frame[ids]), self.root
         root_quat = ref["quat"][:, r]
-        qpos = torch.cat([ref["pos"][:, r], root_quat, ref["joint_pos"]], dim=-1)
+        qpos = self.reference_qpos(ids)
         qvel = torch.cat([ref["lin_vel"][:, r], quat_apply_inverse(root_quat, ref["ang_vel"][:, r]),
                           ref["joint_vel"]], dim=-1)
         self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())

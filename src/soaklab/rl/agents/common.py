@@ -297,3 +297,8 @@ class OffPolicyAgent:
 
     def networks(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The inverse of state_dict(): every network and normaliser from a checkpoint's `agent`."""
+        for name, value in state.items():
+            getattr(self, name).load_state_dict(value)

@@ -1,0 +1,53 @@
+"""A trained policy acting in its task on the MuJoCo (CPU) backend, deterministically: the
+observations `soaklab export` checks parity on, and the frames `soaklab play` renders."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from soaklab.tasks.env import StepResult
+from soaklab.trained import TrainedRun
+
+
+def playback_config(trained: TrainedRun, envs: int) -> dict[str, Any]:
+    """The run's config on the CPU backend with `envs` envs (a GPU-trained policy plays on MuJoCo)."""
+    cfg = json.loads(json.dumps(trained.config))
+    cfg["algo"]["num_envs"] = envs
+    cfg["training"]["sim_backend"] = "mujoco"
+    cfg["env"]["collector_tensor_device"] = "cpu"
+    cfg["env"]["num_threads"] = 1
+    return cfg
+
+
+@contextmanager
+def playback_env(trained: TrainedRun, envs: int) -> Iterator[Any]:
+    """The run's task with `envs` envs on MuJoCo, closed afterwards."""
+    from soaklab.tasks.registry import make_env
+
+    env = make_env(trained.task, playback_config(trained, envs), trained.scene(), device="cpu",
+                   compile_terms=False)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@torch.no_grad()
+def roll_out(trained: TrainedRun, env: Any, steps: int,
+             on_step: Callable[[int, Any, StepResult], None] | None = None) -> torch.Tensor:
+    """Step every env of `env` for `steps` steps with the deterministic action; return every actor
+    observation the policy saw, [steps * envs, obs]. `on_step(step, env, result)` sees each step."""
+    obs, _ = env.reset()
+    seen = []
+    for step in range(steps):
+        seen.append(obs.clone())
+        result = env.step(trained.agent.act(obs, slice(0, obs.shape[0]), explore=False))
+        if on_step is not None:
+            on_step(step, env, result)
+        obs = result.obs
+    return torch.cat(seen)

@@ -1,0 +1,85 @@
+"""A finished run read back for use: its resolved config and one checkpoint's policy
+(`soaklab export`, `soaklab play`).
+
+Everything comes from the run dir (run_config.json, checkpoints/); a missing or foreign file is bad
+input: one line naming it, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from soaklab.errors import InvalidInput
+from soaklab.rundir import RUN_CONFIG
+
+FINAL_CHECKPOINT = "model_final.pt"
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    run_dir: Path
+    record: dict[str, Any]  # run_config.json
+    checkpoint: Path
+    iteration: int
+    agent: Any  # an OffPolicyAgent on the CPU, in eval mode, with the checkpoint's weights
+
+    @property
+    def task(self) -> str:
+        return self.record["task"]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.record["config"]
+
+    def scene(self) -> Path | None:
+        assets = self.record["run"].get("assets") or {}
+        return Path(assets["scene"]) if assets.get("scene") else None
+
+
+def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
+    """The run in `run_dir` with the weights of `checkpoint` (default: its final checkpoint)."""
+    from soaklab.config.resolve import read_run_config
+    from soaklab.rl.agents import make_agent
+    from soaklab.tasks.spaces import task_spaces
+
+    if not run_dir.is_dir():
+        raise InvalidInput(f"{run_dir}: not a run dir (no such directory)")
+    if not (run_dir / RUN_CONFIG).is_file():
+        raise InvalidInput(f"{run_dir}: not a run dir (no {RUN_CONFIG}); give the dir `soaklab train` wrote")
+    record = read_run_config(run_dir / RUN_CONFIG)
+    path = checkpoint if checkpoint is not None else run_dir / "checkpoints" / FINAL_CHECKPOINT
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such checkpoint; a run writes checkpoints/{FINAL_CHECKPOINT} when it ends")
+    try:
+        # weights_only: a checkpoint is data, never code to run.
+        payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
+        state = payload["agent"]
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        # torch's own message runs to paragraphs; its first line says enough.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None
+    spaces = task_spaces(record["task"])
+    algo = record["config"]["algo"]
+    agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, algo,
+                       torch.device("cpu"))
+    try:
+        agent.load_state_dict(state)
+    except (RuntimeError, AttributeError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
+        raise InvalidInput(f"{path}: does not fit the {record['algo']}/{record['task']} run in {run_dir} "
+                           f"({first}); a checkpoint from another run or task?") from None
+    for module in agent.modules():
+        module.eval()
+    return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent)
+
+
+def describe(trained: TrainedRun) -> str:
+    return json.dumps({"run_dir": str(trained.run_dir), "checkpoint": str(trained.checkpoint),
+                       "iteration": trained.iteration, "algo": trained.record["algo"], "task": trained.task})

@@ -1,0 +1,117 @@
+"""`soaklab export` and `soaklab play` on a real (short) training run: ONNX parity with onnxruntime,
+an MP4 whose frames the decoder counts, and the refusals (docs/export.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import one_line
+
+FAST = ("algo.num_envs=4", "algo.max_iterations=12", "algo.learning_starts=4", "algo.batch_size=16",
+        "algo.actor_hidden=32", "algo.critic_hidden=32", "algo.num_blocks=1", "algo.save_interval=6",
+        "env.num_threads=1")
+
+
+def train(run_dir: Path, algo: str = "sac", task: str = "cartpole_swingup", *extra: str) -> Path:
+    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", task, "--sim",
+                           "mujoco", *FAST, *extra, f"training.log_dir={run_dir}"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory) -> Path:
+    return train(tmp_path_factory.mktemp("cartpole") / "run")
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_export_matches_torch_within_the_bound(cli, tmp_path, algo, cartpole_run):
+    run_dir = cartpole_run if algo == "sac" else train(tmp_path / "run", "flashsac")
+    out = tmp_path / "policy.onnx"
+    result = cli("export", run_dir, "--out", out)
+    assert result.code == 0, result.err
+    parity = json.loads((tmp_path / "policy.parity.json").read_text())
+    assert parity["parity"]["observations"] == 1000 and parity["parity"]["passed"]
+    assert parity["parity"]["max_abs_diff"] <= 1e-5
+    assert [i["name"] for i in parity["inputs"]] == ["obs"] and [o["name"] for o in parity["outputs"]] == ["action"]
+    # The file stands alone: onnxruntime runs it on a batch size the export never saw.
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    obs_dim = parity["inputs"][0]["shape"][1]
+    action = session.run(["action"], {"obs": torch.randn(37, obs_dim).numpy()})[0]
+    assert action.shape == (37, parity["outputs"][0]["shape"][1]) and abs(action).max() <= 1.0
+
+
+def test_play_writes_the_frames_it_says(tmp_path, cartpole_run):
+    """In a process of its own, as a user runs it: MuJoCo picks its GL backend once, at import."""
+    import imageio.v2 as imageio
+
+    out = tmp_path / "play.mp4"
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}  # the headless default
+    done = subprocess.run([sys.executable, "-m", "soaklab", "play", str(cartpole_run), "--out", str(out),
+                           "--seconds", "0.6"], env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode == 2 and "no offscreen GL context" in done.stderr:
+        pytest.skip(one_line(done.stderr))  # a machine without EGL: the line says so
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "MUJOCO_GL=egl" in done.stdout
+    record = json.loads((tmp_path / "play.json").read_text())
+    with imageio.get_reader(out) as reader:  # the packaged ffmpeg decodes what was written
+        decoded = reader.count_frames()
+        first = reader.get_data(0)
+        fps = reader.get_meta_data()["fps"]
+    assert decoded == record["frames"] == 30 and fps == 50
+    assert first.shape == (480, 640, 3) and first.std() > 0  # an image, not a blank
+    assert (tmp_path / "play.png").stat().st_size > 0
+
+
+def test_a_run_without_a_checkpoint_is_refused(cli, tmp_path, cartpole_run):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "run_config.json").write_bytes((cartpole_run / "run_config.json").read_bytes())
+    result = cli("export", bare, "--out", tmp_path / "p.onnx")
+    assert result.code == 2
+    assert one_line(result.err).startswith(f"soaklab: error: {bare / 'checkpoints' / 'model_final.pt'}: no such")
+    assert not (tmp_path / "p.onnx").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["export", "{missing}", "--out", "{tmp}/p.onnx"], "not a run dir"),
+    (["export", "{run}", "--out", "{tmp}/p.txt"], "must end in .onnx"),
+    (["export", "{run}", "--out", "{tmp}/no/such/p.onnx"], "does not exist"),
+    (["play", "{run}", "--out", "{tmp}/p.avi"], "must end in .mp4"),
+    (["play", "{run}", "--out", "{tmp}/p.mp4", "--seconds", "0"], "--seconds 0.0: must be > 0"),
+    (["export", "{run}", "--checkpoint", "{tmp}/junk.pt", "--out", "{tmp}/p.onnx"], "not a soaklab checkpoint"),
+])
+def test_bad_paths_fail_closed_in_one_line(cli, tmp_path, cartpole_run, args, says):
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    values = {"missing": tmp_path / "missing", "tmp": tmp_path, "run": cartpole_run}
+    result = cli(*[a.format(**values) for a in args])
+    assert result.code == 2, result.err
+    assert says in one_line(result.err)
+    assert not list(tmp_path.glob("p.*"))
+
+
+def test_a_checkpoint_from_another_task_is_refused(cli, tmp_path, cartpole_run):
+    """A G1 checkpoint (its observations are the tracking task's) against the cart-pole run."""
+    from soaklab.rl.agents import make_agent
+    from soaklab.tasks.spaces import task_spaces
+
+    record = json.loads((cartpole_run / "run_config.json").read_text())
+    g1 = task_spaces("g1_motion_tracking")
+    agent = make_agent("sac", g1.actor_obs, g1.critic_obs, g1.action, 1, record["config"]["algo"],
+                       torch.device("cpu"))
+    foreign = tmp_path / "g1.pt"
+    torch.save({"iteration": 1, "env_steps": 1, "agent": agent.state_dict()}, foreign)
+    result = cli("export", cartpole_run, "--checkpoint", foreign, "--out", tmp_path / "p.onnx")
+    assert result.code == 2
+    assert "does not fit the sac/cartpole_swingup run" in one_line(result.err)
