@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from soaklab.errors import InvalidInput, SoaklabError
+from soaklab.gl import GL_BACKENDS, preset_gl
 
 
 def cmd_assets_pull(args: argparse.Namespace) -> int:
@@ -104,7 +105,6 @@ def cmd_mps_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import os
     from dataclasses import replace
 
     from soaklab.config.host import HOST_CAPABILITIES_ENV, probe_host
@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     play_cmd.add_argument("--out", type=Path, required=True, help="the .mp4 to write (.png sheet and .json beside it)")
     play_cmd.add_argument("--seconds", type=float, default=5.0, help="how long to play")
     play_cmd.add_argument("--envs", type=int, default=1, help="envs rolled out (env 0 is rendered)")
-    play_cmd.add_argument("--gl", choices=("glfw", "egl", "osmesa"),
+    play_cmd.add_argument("--gl", choices=GL_BACKENDS,
                           help="MuJoCo's GL backend (default: MUJOCO_GL, else glfw with a display, else egl)")
     play_cmd.set_defaults(func=cmd_play)
 
@@ -460,23 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def preset_gl(argv: list[str]) -> None:
-    """`soaklab play`: MuJoCo fixes its GL backend (MUJOCO_GL) when it is first imported, and building
-    the parser imports it, so the backend is chosen from the raw arguments first."""
-    if not argv or argv[0] != "play":
-        return
-    from soaklab.play import GL_BACKENDS, choose_gl
-
-    given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--gl"), None)
-    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--gl=")), given)
-    if given in GL_BACKENDS or given is None:  # a bad --gl is left to the parser's one-line usage error
-        os.environ["MUJOCO_GL"] = choose_gl(given)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        preset_gl(argv)
+        preset_gl(argv)  # MuJoCo fixes MUJOCO_GL when first imported: the parser imports it
     except SoaklabError as exc:
         print(f"soaklab: error: {exc}", file=sys.stderr)
         return exc.exit_code

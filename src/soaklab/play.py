@@ -21,18 +21,9 @@ from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.trained import TrainedRun
 
-GL_BACKENDS = ("glfw", "egl", "osmesa")
 WIDTH, HEIGHT = 640, 480  # multiples of 16: the H.264 encoder takes them as they are
 SHEET_FRAMES = 6
 GHOST_RGBA = (0.3, 0.8, 1.0, 0.35)
-
-
-def choose_gl(requested: str | None) -> str:
-    """--gl, else MUJOCO_GL, else glfw with a display, else egl."""
-    chosen = requested or os.environ.get("MUJOCO_GL") or ("glfw" if os.environ.get("DISPLAY") else "egl")
-    if chosen not in GL_BACKENDS:
-        raise InvalidInput(f"--gl/MUJOCO_GL={chosen}: must be one of {', '.join(GL_BACKENDS)}")
-    return chosen
 
 
 def check_out_path(out: Path) -> None:

@@ -14,7 +14,6 @@ a collective's timeout on a peer that is gone.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -23,8 +22,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import torch.multiprocessing as mp
 
 from soaklab.lifetime import set_parent_death_signal
 
@@ -48,7 +50,7 @@ class RankContext:
     stop: Any  # multiprocessing Event: rank 0 sets it when the run ends early
     parent_pid: int | None = None  # rank > 0: rank 0's pid
     report: Connection | None = None  # rank > 0: its final report goes to rank 0
-    peers: list[mp.process.BaseProcess] = field(default_factory=list)  # rank 0: ranks 1..N-1
+    peers: list[BaseProcess] = field(default_factory=list)  # rank 0: ranks 1..N-1
     peer_reports: list[Connection] = field(default_factory=list)  # rank 0: one pipe per peer
 
     @property
