@@ -39,6 +39,13 @@ rule soak:
         expand("results/{run}/validation.json", run=config["soak_runs"]),
 
 
+# Optional: every soaked run's policy as ONNX (with its parity check) and its rendered playback.
+rule play:
+    input:
+        expand("results/{run}/policy.onnx", run=config["soak_runs"]),
+        expand("results/{run}/play.mp4", run=config["soak_runs"]),
+
+
 # The verdict of every run, its figures and where to look, whatever the outcome.
 onsuccess:
     shell("{SOAKLAB} summary " + " ".join(config["soak_runs"]))
@@ -53,3 +60,4 @@ include: "workflow/rules/config.smk"
 include: "workflow/rules/mps.smk"
 include: "workflow/rules/soak.smk"
 include: "workflow/rules/metrics.smk"
+include: "workflow/rules/play.smk"

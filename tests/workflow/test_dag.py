@@ -118,6 +118,19 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     assert "soak: config loaded from results/cpu/run_config.json" in texts["monitor"]
     assert "train: config loaded from results/cpu/train/run_config.json" in texts["trainer"]
 
+    # The optional play target: the soaked policy as ONNX (parity checked) and its playback.
+    play_overlay = work.parent / "play.yaml"
+    play_overlay.write_text("play:\n  seconds: 0.5\n")
+    proc = snakemake(project, "play", overlays=(play_overlay,))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parity = json.loads((results / "policy.parity.json").read_text())
+    assert parity["parity"]["passed"] and parity["task"] == "g1_motion_tracking"
+    played = json.loads((results / "play.json").read_text())
+    assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
+    proc = snakemake(project, "play", "--report", str(work / "play-report.html"), overlays=(play_overlay,))
+    assert proc.returncode == 0, proc.stderr
+    assert "play.png" in (work / "play-report.html").read_text()
+
     assert planned(project) == {}
     # -R extract_metrics: extraction and validation only; the soak is not rerun.
     soak_mtime = (results / "soak.json").stat().st_mtime

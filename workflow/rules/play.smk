@@ -1,0 +1,41 @@
+# The optional `play` target (docs/export.md): each soaked run's policy as ONNX with its parity
+# check, and a rendered playback with its contact sheet in the report. Soaks never render: this
+# runs only when asked for, after the run's soak.
+
+
+rule export_policy:
+    input:
+        soak=rules.train_soak.output.soak,
+        train=rules.train_soak.output.train,
+        code=code_of("export"),
+    output:
+        onnx="results/{run}/policy.onnx",
+        parity="results/{run}/policy.parity.json",
+    log:
+        "logs/{run}/export_policy.log",
+    benchmark:
+        "benchmarks/rules/{run}/export_policy.tsv"
+    params:
+        soaklab=SOAKLAB,
+    shell:
+        "{params.soaklab} export {input.train} --out {output.onnx} > {log} 2>&1"
+
+
+rule play_policy:
+    input:
+        soak=rules.train_soak.output.soak,
+        train=rules.train_soak.output.train,
+        code=code_of("play"),
+    output:
+        video=report("results/{run}/play.mp4", category="{run}", caption="../report/play_video.rst"),
+        sheet=report("results/{run}/play.png", category="{run}", caption="../report/play_sheet.rst"),
+        record="results/{run}/play.json",
+    log:
+        "logs/{run}/play_policy.log",
+    benchmark:
+        "benchmarks/rules/{run}/play_policy.tsv"
+    params:
+        soaklab=SOAKLAB,
+        seconds=config["play"]["seconds"],
+    shell:
+        "{params.soaklab} play {input.train} --out {output.video} --seconds {params.seconds} > {log} 2>&1"
