@@ -17,13 +17,16 @@ from tests.conftest import one_line
 FAST = ("algo.num_envs=4", "algo.max_iterations=12", "algo.learning_starts=4", "algo.batch_size=16",
         "algo.actor_hidden=32", "algo.critic_hidden=32", "algo.num_blocks=1", "algo.save_interval=6",
         "env.num_threads=1")
+QUIET = ("training.export_onnx=false", "training.no_play=true")  # these tests call export and play themselves
 
 
-def train(run_dir: Path, algo: str = "sac", task: str = "cartpole_swingup", *extra: str) -> Path:
-    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+def train(run_dir: Path, algo: str = "sac", task: str = "cartpole_swingup", *extra: str,
+          post: tuple[str, ...] = QUIET) -> Path:
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env["SOAKLAB_TORCH_COMPILE"] = "0"
     done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", task, "--sim",
-                           "mujoco", *FAST, *extra, f"training.log_dir={run_dir}"], env=env, capture_output=True,
-                          text=True, timeout=600)
+                           "mujoco", *FAST, *post, *extra, f"training.log_dir={run_dir}"], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return run_dir
 
@@ -115,3 +118,29 @@ def test_a_checkpoint_from_another_task_is_refused(cli, tmp_path, cartpole_run):
     result = cli("export", cartpole_run, "--checkpoint", foreign, "--out", tmp_path / "p.onnx")
     assert result.code == 2
     assert "does not fit the sac/cartpole_swingup run" in one_line(result.err)
+
+
+def test_a_completed_run_exports_and_plays_at_its_end(tmp_path):
+    """The defaults: a completed standalone run leaves policy.onnx and play.mp4 in its run dir."""
+    run_dir = train(tmp_path / "run", post=())
+    record = json.loads((run_dir / "post_training.json").read_text())
+    if record["play"]["status"] == "failed" and "no offscreen GL context" in record["play"]["line"]:
+        pytest.skip(record["play"]["line"])
+    assert {k: v["status"] for k, v in record.items()} == {"export": "written", "play": "written"}
+    assert json.loads((run_dir / "policy.parity.json").read_text())["parity"]["passed"]
+    assert (run_dir / "policy.onnx").is_file() and (run_dir / "play.mp4").is_file()
+    assert json.loads((run_dir / "play.json").read_text())["frames"] == 250
+
+
+def test_a_failing_step_is_recorded_in_one_line(tmp_path, capsys):
+    """A step that fails (here: a run dir that is not one) is recorded with its exit code and the
+    CLI's one line, and printed; post_training never raises."""
+    from soaklab.post_training import RECORD, post_training
+
+    (tmp_path / "run").mkdir()
+    config = {"training": {"export_onnx": True, "no_play": True}}
+    steps = post_training(tmp_path / "run", config)
+    assert steps["export"]["status"] == "failed" and steps["export"]["exit_code"] == 2
+    assert "not a run dir" in steps["export"]["line"]
+    assert json.loads((tmp_path / "run" / RECORD).read_text()) == steps
+    assert "train: export failed: soaklab: error:" in capsys.readouterr().err

@@ -131,7 +131,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides),
                                       args.assets_manifest).with_assets(), host)
-    run_dir, summary = train(select_mps(resolved, apply=True))
+    run_dir, summary = train(select_mps(resolved, apply=True), post_steps=not args.skip_post_training)
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
           f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve` (loaded)")
     _owner(train, required=False)
     train.add_argument("--assets-manifest", type=Path, help="the asset manifest (the run config's, or results/assets/)")
+    train.add_argument("--skip-post-training", action="store_true",
+                       help="no ONNX export or playback at the end (the soak monitor passes it; `snakemake play` "
+                            "makes both for soaked runs)")
     _overrides(train)
     train.set_defaults(func=cmd_train)
 

@@ -109,6 +109,8 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
         assert next((work / "benchmarks/rules").rglob(f"{rule}.tsv")).is_file()
     assert "devices: learner cpu -> cpu" in (work / "logs/cpu/resolve_config.log").read_text()
     assert (work / "logs/cpu/soak_evidence/soak.json").is_file()
+    # A soak proves the runtime: no export or playback after it (the play target makes both).
+    assert not (results / "train/post_training.json").exists() and not (results / "train/policy.onnx").exists()
     # Resolution runs once per DAG run: the monitor and the trainer load its record.
     logs = {"resolve": work / "logs/cpu/resolve_config.log", "monitor": work / "logs/cpu/train_soak.log",
             "trainer": results / "train/soak-console.log"}

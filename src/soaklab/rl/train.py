@@ -49,7 +49,8 @@ def _thread_error_line(args: threading.ExceptHookArgs) -> None:
     print(f"train: error: {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
 
 
-def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
+def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Run `resolved` to its end; `post_steps`: a completed run's export and playback (docs/export.md)."""
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
 
@@ -75,6 +76,10 @@ def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
         rank = start_ranks(resolved, run_dir)
     learner = Learner(resolved, run_dir, rank=rank)
     summary = learner.run()
+    if summary["status"] == "completed" and post_steps and learner.summary_error is None:
+        from soaklab.post_training import post_training
+
+        post_training(run_dir, resolved.composed.config)
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written
         summary["failure_reason"] = summary["failure_reason"] or learner.summary_error

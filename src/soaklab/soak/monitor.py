@@ -91,8 +91,10 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
 
 
 def trainer_command(request: SoakRequest) -> list[str]:
-    """The trainer loads the record the monitor wrote into its run dir: one resolution per soak."""
-    return [sys.executable, "-m", "soaklab", "train", "--run-config", str(request.log_dir / RUN_CONFIG)]
+    """The trainer loads the record the monitor wrote into its run dir: one resolution per soak. A soak
+    proves the runtime: no export or playback after it (`snakemake play` makes both)."""
+    return [sys.executable, "-m", "soaklab", "train", "--run-config", str(request.log_dir / RUN_CONFIG),
+            "--skip-post-training"]
 
 
 class Monitor:
