@@ -144,3 +144,18 @@ def test_a_failing_step_is_recorded_in_one_line(tmp_path, capsys):
     assert "not a run dir" in steps["export"]["line"]
     assert json.loads((tmp_path / "run" / RECORD).read_text()) == steps
     assert "train: export failed: soaklab: error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["bogus", "osmesa"])
+def test_a_gl_backend_mujoco_cannot_load_is_one_line(value):
+    """MUJOCO_GL is read when MuJoCo is imported, before any command: a value it cannot load (unknown,
+    or a library this machine lacks) is exit 2 with one line naming it. (A machine with libOSMesa
+    loads osmesa; then the command simply runs.)"""
+    env = dict(os.environ, MUJOCO_GL=value)
+    done = subprocess.run([sys.executable, "-m", "soaklab", "--version"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode == 0:
+        assert value == "osmesa"
+        return
+    assert done.returncode == 2
+    assert one_line(done.stderr).startswith(f"soaklab: error: MUJOCO_GL={value}: MuJoCo cannot load")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from soaklab.errors import InvalidInput, SoaklabError
-from soaklab.gl import GL_BACKENDS, preset_gl
+from soaklab.gl import GL_BACKENDS, gl_load_error, preset_gl
 
 
 def cmd_assets_pull(args: argparse.Namespace) -> int:
@@ -470,7 +470,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SoaklabError as exc:
         print(f"soaklab: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports MuJoCo, which loads the GL backend MUJOCO_GL names
+    except (AttributeError, ImportError, OSError, RuntimeError) as exc:
+        if "MUJOCO_GL" not in os.environ:
+            raise
+        print(f"soaklab: error: {gl_load_error(os.environ['MUJOCO_GL'], exc)}", file=sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed as one line

@@ -30,3 +30,9 @@ def preset_gl(argv: list[str]) -> None:
     given = next((a.split("=", 1)[1] for a in argv if a.startswith("--gl=")), given)
     if given in GL_BACKENDS or given is None:
         os.environ["MUJOCO_GL"] = choose_gl(given)
+
+
+def gl_load_error(value: str, exc: BaseException) -> str:
+    """The one line for a MUJOCO_GL that MuJoCo cannot load (it fails at import, before any command)."""
+    return (f"MUJOCO_GL={value}: MuJoCo cannot load this GL backend ({type(exc).__name__}: {exc}); "
+            f"unset MUJOCO_GL or choose one this machine has ({', '.join(GL_BACKENDS)})")

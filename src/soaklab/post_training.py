@@ -45,5 +45,8 @@ def _step(args: list[str]) -> dict[str, Any]:
         text = (done.stdout if done.returncode == 0 else done.stderr or done.stdout).strip().splitlines()
         line, code = (text[-1] if text else ""), done.returncode
     status = "written" if code == 0 else "failed"
-    print(f"train: {args[0]} {status}: {line}", flush=True, file=sys.stdout if code == 0 else sys.stderr)
+    if code == 0:  # the command's own summary line (it starts with its name)
+        print(f"train: {line}", flush=True)
+    else:
+        print(f"train: {args[0]} failed: {line}", file=sys.stderr, flush=True)
     return {"command": " ".join(["soaklab", *args]), "exit_code": code, "status": status, "line": line}
