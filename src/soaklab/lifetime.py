@@ -12,6 +12,7 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 
 PR_SET_PDEATHSIG = 1
 # SIGHUP (a closed terminal or ssh session) ends a run the way SIGTERM does.
@@ -34,3 +35,14 @@ def die_with_parent(sig: int) -> Callable[[], None]:
     """A `preexec_fn` for subprocess.Popen: the child gets `sig` when this process dies."""
     parent = os.getpid()
     return lambda: set_parent_death_signal(sig, parent)
+
+
+def end_process(proc: BaseProcess, timeout_s: float) -> None:
+    """Wait for a child we asked to stop; then SIGTERM it; then SIGKILL it, each wait `timeout_s`."""
+    proc.join(timeout_s)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(timeout_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout_s)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
-from soaklab.lifetime import set_parent_death_signal
+from soaklab.lifetime import end_process, set_parent_death_signal
 
 if TYPE_CHECKING:
     from soaklab.config.run_config import ResolvedRun
@@ -202,10 +202,4 @@ def collect_reports(ctx: RankContext, timeout_s: float) -> list[dict[str, Any] |
 def end_peers(ctx: RankContext, join_timeout_s: float) -> None:
     """Make sure no rank outlives rank 0: ask, then terminate, then kill."""
     for proc in ctx.peers:
-        proc.join(join_timeout_s)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(join_timeout_s)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(join_timeout_s)
+        end_process(proc, join_timeout_s)

@@ -33,7 +33,7 @@ import torch
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import CANCEL_SIGNALS
+from soaklab.lifetime import CANCEL_SIGNALS, end_process
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.channels import C, PeerDied, make_channels, wait
@@ -484,15 +484,8 @@ class Learner:
             for sem in self.handles.act_ready:
                 sem.release()
             self.handles.ingress_free.release()
-        if proc is None:
-            return
-        proc.join(JOIN_TIMEOUT_S)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(JOIN_TIMEOUT_S)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(JOIN_TIMEOUT_S)
+        if proc is not None:
+            end_process(proc, JOIN_TIMEOUT_S)
 
     def _close_transport(self) -> None:
         """The collector is gone: drop the learner's references to the CUDA ring too, so CUDA IPC
