@@ -4,9 +4,13 @@
 #   snakemake soak --cores 1 --configfile config/gpu.yaml   # canonical GPU soak
 #   snakemake soak --cores 1 -R extract_metrics             # rerun one step (and what follows)
 #   snakemake soak --cores 1 --report report.html           # plot, metrics and validation table
+#   snakemake sweep --cores 2 --keep-going --configfile config/sweep-cpu.yaml   # many runs, one table
+#   snakemake sweep --profile profiles/slurm --configfile config/sweep-cpu.yaml  # the same on Slurm
 #
 # Every rule calls the `soaklab` CLI with the interpreter running Snakemake, so
 # the DAG uses the same environment as `make soak` and `make test`.
+
+import subprocess
 
 from snakemake.utils import min_version, validate
 
@@ -46,13 +50,36 @@ rule play:
         expand("results/{run}/play.mp4", run=config["soak_runs"]),
 
 
+# Every run of every sweep under `sweeps:`, soaked and validated, then one table per sweep
+# (results/sweeps/{sweep}/summary.{csv,html,png}). Run with --keep-going so one failed run fails
+# only its own branch (docs/sweeps.md).
+rule sweep:
+    input:
+        expand("results/sweeps/{sweep}/summary.csv", sweep=SWEEPS),
+
+
+# Rules that stay on the host running Snakemake under a cluster executor: the assets pull needs the
+# network (compute nodes often have none), the rest are targets or read a few small files.
+localrules:
+    soak,
+    play,
+    sweep,
+    prefetch_assets,
+    sweep_summary,
+
+
 # The verdict of every run, its figures and where to look, whatever the outcome.
 onsuccess:
-    shell("{SOAKLAB} summary " + " ".join(config["soak_runs"]))
+    shell(summary_command())
 
 
 onerror:
-    shell("{SOAKLAB} summary " + " ".join(config["soak_runs"]) + " || true")
+    shell(summary_command() + " || true")
+    # A failed branch keeps sweep_summary from running: write each asked-for sweep's table here, the
+    # failed runs marked with their classification.
+    # (subprocess, not shell(): the plan is JSON, whose braces shell() would read as placeholders)
+    for name in targeted_sweeps():
+        subprocess.run(sweep_summary_command(name, *sweep_summary_paths(name)), shell=True, check=False)
 
 
 include: "workflow/rules/assets.smk"
@@ -61,3 +88,4 @@ include: "workflow/rules/mps.smk"
 include: "workflow/rules/soak.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/play.smk"
+include: "workflow/rules/sweeps.smk"

@@ -228,7 +228,20 @@ def cmd_play(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from soaklab.summary import summary_lines
 
-    print("\n".join(summary_lines(args.runs, args.results, args.logs)))
+    print("\n".join(summary_lines(args.runs, args.results, args.logs, args.target)))
+    return 0
+
+
+def cmd_sweep_summary(args: argparse.Namespace) -> int:
+    from soaklab.sweep_summary import parse_plan, write_sweep_summary
+
+    plan = parse_plan(args.plan)
+    table = write_sweep_summary(plan, args.results, args.logs, args.csv, args.html, args.plot)
+    counts = table["status"].value_counts().to_dict()
+    print(f"sweep {plan.sweep}: {len(table)} runs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+          + f"; table {args.csv} ({args.html}, plot {args.plot})")
+    for row in table[table["status"] != "passed"].itertuples():
+        print(f"  {row.run}: {row.status} ({row.classification}): {row.reason}")
     return 0
 
 
@@ -433,7 +446,18 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
     summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
     summary.add_argument("--logs", type=Path, default=Path("logs"), help="the DAG's logs folder")
+    summary.add_argument("--target", default="soak", choices=("soak", "sweep"), help="the target the report line names")
     summary.set_defaults(func=cmd_summary)
+
+    sweep = sub.add_parser("sweep-summary", help="every run of a sweep in one table: CSV, HTML and a throughput plot")
+    sweep.add_argument("--plan", required=True,
+                       help="the sweep's runs and their axis values as JSON (the DAG passes it)")
+    sweep.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
+    sweep.add_argument("--logs", type=Path, default=Path("logs"), help="the DAG's logs folder")
+    sweep.add_argument("--csv", type=Path, required=True, help="the table as CSV")
+    sweep.add_argument("--html", type=Path, required=True, help="the table as an HTML page (with the plot)")
+    sweep.add_argument("--plot", type=Path, required=True, help="throughput per run, coloured by verdict (PNG)")
+    sweep.set_defaults(func=cmd_sweep_summary)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
                                                                                   metavar="ACTION")

@@ -46,8 +46,9 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
                     escaped), ""
 
 
-def table_html(rows: list[dict[str, Any]], title: str, verdict: str | None = None) -> str:
-    """The page: a title, an optional verdict line, one row per item (coloured by its `passed`)."""
+def table_html(rows: list[dict[str, Any]], title: str, verdict: str | None = None, figure: str | None = None) -> str:
+    """The page: a title, an optional verdict line and figure (an image path relative to the page),
+    one row per item (coloured by its `passed`)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
@@ -62,11 +63,14 @@ def table_html(rows: list[dict[str, Any]], title: str, verdict: str | None = Non
     if verdict is not None:
         good = all(row.get("passed", True) for row in rows)
         verdict_line = f'<p class="verdict {"passed-all" if good else "failed-any"}">{html.escape(verdict)}</p>'
+    image = ("" if figure is None else
+             f'<p><img src="{html.escape(figure)}" alt="{html.escape(title)}" style="max-width:100%"></p>')
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h3>{html.escape(title)}</h3>{verdict_line}"
+            f"<style>{STYLE}</style></head><body><h3>{html.escape(title)}</h3>{verdict_line}{image}"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></body></html>\n")
 
 
-def write_table(rows: list[dict[str, Any]], path: Path, title: str, verdict: str | None = None) -> None:
+def write_table(rows: list[dict[str, Any]], path: Path, title: str, verdict: str | None = None,
+                figure: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_html(rows, title, verdict))
+    path.write_text(table_html(rows, title, verdict, figure))

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,57 +11,11 @@ import yaml
 
 from soaklab.schemas import schema_errors
 from tests.conftest import REPO
+from tests.workflow.conftest import CHAIN, planned, snakemake
 
 pytestmark = pytest.mark.snakemake
-# The default CPU run, sized for a test: the DAG and its artifacts are under test here, not learning.
-TINY = {"runs": {"cpu": {
-    "overrides": {"algo.num_envs": 8, "algo.max_iterations": 30, "algo.batch_size": 64, "algo.learning_starts": 5,
-                  "algo.actor_hidden": 32, "algo.critic_hidden": 32, "algo.num_blocks": 1,
-                  "algo.replay_buffer_size": 2000, "algo.save_interval": 10, "env.num_threads": 1},
-    "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "stale_progress_seconds": 60},
-}}}
-WORKFLOW_FILES = ["Snakefile", "workflow", "config", "profiles", "src/soaklab"]
 
 
-@pytest.fixture
-def project(tmp_path, pinned_wheel, clip_wheel):
-    """A copy of the workflow (so editing its sources is safe) and an empty work directory."""
-    root = tmp_path / "project"
-    for item in WORKFLOW_FILES:
-        src, dst = REPO / item, root / item
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-    overlay = tmp_path / "local.yaml"
-    overlay.write_text(yaml.safe_dump({"assets": {"source": str(pinned_wheel), "clip_wheel": str(clip_wheel)}, **TINY}))
-    work = tmp_path / "work"
-    work.mkdir()
-    return root, work, overlay
-
-
-def snakemake(project, *args: str, overlays: tuple[Path, ...] = (), fault: str | None = None
-              ) -> subprocess.CompletedProcess:
-    """Run Snakemake; overlays follow the local one (a second --configfile flag would replace the first)."""
-    root, work, overlay = project
-    cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(root / "Snakefile"), "--directory", str(work),
-           "--cores", "1", "--configfile", str(overlay), *map(str, overlays)]
-    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
-    env.pop("SOAKLAB_FAULT", None)
-    if fault:
-        env["SOAKLAB_FAULT"] = fault
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-
-
-def planned(project, *args: str) -> dict[str, int]:
-    proc = snakemake(project, "soak", "-n", "--quiet", "rules", *args)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", proc.stdout, re.M)
-            if m.group(1) != "total"}
-
-
-CHAIN = ("prefetch_assets", "resolve_config", "mps_start", "train_soak", "extract_metrics", "validate_artifacts")
 AFTER_RESOLUTION = {"resolve_config": 1, "mps_start": 1, "train_soak": 1, "extract_metrics": 1,
                     "validate_artifacts": 1, "soak": 1}
 

@@ -10,6 +10,9 @@ rule prefetch_assets:
         "logs/assets/prefetch_assets.log",
     benchmark:
         "benchmarks/rules/assets/prefetch_assets.tsv"
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
     params:
         soaklab=SOAKLAB,
         flags=_assets_flags(),

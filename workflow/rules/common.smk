@@ -2,9 +2,12 @@
 
 import importlib.util
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 
 SOAKLAB = f"{shlex.quote(sys.executable)} -m soaklab"
 PKG = Path(workflow.basedir) / "src" / "soaklab"
@@ -13,8 +16,30 @@ PKG = Path(workflow.basedir) / "src" / "soaklab"
 DAG_OWNED_KEYS = {"training.log_dir": "the DAG writes each run to results/{run}/train"}
 
 
+def _standalone(module):
+    """A package module that needs nothing but the standard library, loaded by path: the DAG plans
+    before (and without) importing soaklab."""
+    spec = importlib.util.spec_from_file_location(f"soaklab_{module}", PKG / f"{module}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = loaded  # dataclasses look their module up there
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+# Sweeps (soaklab.sweeps): each point of a sweep becomes a run under config["runs"], so every rule
+# below treats it as any other run; SWEEPS keeps each sweep's runs and axis values for its summary.
+sweeps = _standalone("sweeps")
+SWEEPS = sweeps.expand_sweeps(config.get("sweeps") or {}, config["runs"])
+for _sweep in SWEEPS.values():
+    for _run in _sweep.runs:
+        config["runs"][_run.name] = _run.run
+
+
 def _check_runs():
     runs = config["runs"]
+    for name in sweeps.RESERVED_RUN_NAMES:
+        if name in runs:
+            raise ValueError(f"runs.{name}: the name is taken (results/{name} belongs to the DAG); rename the run")
     for name in config["soak_runs"]:
         if name not in runs:
             raise ValueError(f"soak_runs: {name!r} is not defined under runs: (defined: {', '.join(sorted(runs))})")
@@ -28,10 +53,8 @@ _check_runs()
 
 
 # Each rule's code inputs: the import closure of the CLI command it runs, read from the source when
-# the DAG loads (soaklab.codedeps, loaded by path: it needs nothing but the standard library).
-_spec = importlib.util.spec_from_file_location("soaklab_codedeps", PKG / "codedeps.py")
-codedeps = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(codedeps)
+# the DAG loads (soaklab.codedeps).
+codedeps = _standalone("codedeps")
 
 
 def code_of(*commands):
@@ -85,5 +108,82 @@ def _soak_flags(wildcards):
     return " ".join(shlex.quote(f) for f in flags)
 
 
+# What every step but the soak asks a scheduler for (a cluster executor reads its threads and these):
+# one core, 2 GB and 15 minutes cover the assets pull, config resolution, the MPS record, metric
+# extraction from a long soak's event file, validation and the sweep table. Export and playback load
+# a policy and MuJoCo: PLAY_RESOURCES. The soak's own come from its run (train_soak).
+LIGHT_RESOURCES = {"mem_mb": 2000, "runtime": 15}
+PLAY_RESOURCES = {"mem_mb": 4000, "runtime": 30}
+
+
+def soak_runtime_minutes(wildcards):
+    """The soak job's default wall-clock limit: an hour, or its minimum soak and start-up budget plus a
+    quarter of an hour where that is longer (a scheduler kills a job at its limit)."""
+    soak = run_of(wildcards)["soak"]
+    return max(60, math.ceil((soak["min_duration_seconds"] + soak["startup_timeout_seconds"]) / 60) + 15)
+
+
+# Cores of a soak job on a cluster when its run names none (Snakemake has no --cores there).
+CLUSTER_SOAK_THREADS = 4
+
+
 def train_threads(wildcards):
-    return overrides_of(wildcards).get("env.num_threads") or workflow.cores
+    """The soak's cores: its physics threads (env.num_threads) where set, else resources.threads, else
+    every core given to a local Snakemake (--cores), else CLUSTER_SOAK_THREADS on a cluster."""
+    given = overrides_of(wildcards).get("env.num_threads") or run_of(wildcards).get("resources", {}).get("threads")
+    if given:
+        return given
+    try:
+        return workflow.cores
+    except WorkflowError:  # a cluster executor: no --cores
+        return CLUSTER_SOAK_THREADS
+
+
+# Sweeps: the summary's command, and which sweeps and runs this invocation asked for.
+
+
+def sweep_of(wildcards):
+    if wildcards.sweep not in SWEEPS:
+        raise ValueError(
+            f"sweep {wildcards.sweep!r} is not defined under sweeps: (defined: {', '.join(SWEEPS) or 'none'})"
+        )
+    return SWEEPS[wildcards.sweep]
+
+
+def sweep_summary_command(sweep, csv, html, plot):
+    """`soaklab sweep-summary` for one sweep: the rule's shell command and the error handler's."""
+    plan = shlex.quote(json.dumps(SWEEPS[sweep].plan()))
+    return (
+        f"{SOAKLAB} sweep-summary --plan {plan} --csv {shlex.quote(str(csv))}"
+        f" --html {shlex.quote(str(html))} --plot {shlex.quote(str(plot))}"
+    )
+
+
+def sweep_summary_paths(sweep):
+    """The table, page and plot of one sweep (sweep_summary's outputs)."""
+    return [f"results/sweeps/{sweep}/summary.{ext}" for ext in ("csv", "html", "png")]
+
+
+def _target_rules():
+    return {rule.name for rule in getattr(workflow.dag, "targetrules", ())}
+
+
+def targeted_sweeps():
+    """The sweeps this invocation asked for: every sweep for the `sweep` target, else those whose
+    summary files were named as targets."""
+    if "sweep" in _target_rules():
+        return list(SWEEPS)
+    files = [str(f) for f in getattr(workflow.dag, "targetfiles", ())]
+    return [name for name in SWEEPS if any(f.startswith(f"results/sweeps/{name}/") for f in files)]
+
+
+def summary_command():
+    """`soaklab summary` of the runs this invocation built: the asked-for sweeps' runs, and
+    `soak_runs` unless only sweeps were asked for."""
+    asked = targeted_sweeps()
+    runs = [run for name in asked for run in SWEEPS[name].run_names]
+    only_sweeps = asked and "soak" not in _target_rules()
+    if not only_sweeps:
+        runs = list(config["soak_runs"]) + runs
+    target = "sweep" if only_sweeps else "soak"
+    return f"{SOAKLAB} summary --target {target} " + " ".join(shlex.quote(r) for r in runs)

@@ -14,6 +14,9 @@ rule resolve_config:
         "benchmarks/rules/{run}/resolve_config.tsv"
     group:
         "soak_node"
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
     params:
         soaklab=SOAKLAB,
         args=run_args,

@@ -15,6 +15,9 @@ rule extract_metrics:
         "logs/{run}/extract_metrics.log",
     benchmark:
         "benchmarks/rules/{run}/extract_metrics.tsv"
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
     params:
         soaklab=SOAKLAB,
         last=20,
@@ -37,6 +40,9 @@ rule validate_artifacts:
         "logs/{run}/validate_artifacts.log",
     benchmark:
         "benchmarks/rules/{run}/validate_artifacts.tsv"
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
     params:
         soaklab=SOAKLAB,
     shell:

@@ -15,6 +15,9 @@ rule mps_start:
         "benchmarks/rules/{run}/mps_start.tsv"
     group:
         "soak_node"  # on a cluster: resolve_config, mps_start and train_soak share a node
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
     params:
         soaklab=SOAKLAB,
     shell:

@@ -15,6 +15,9 @@ rule export_policy:
         "logs/{run}/export_policy.log",
     benchmark:
         "benchmarks/rules/{run}/export_policy.tsv"
+    threads: 1
+    resources:
+        **PLAY_RESOURCES,
     params:
         soaklab=SOAKLAB,
     shell:
@@ -34,6 +37,9 @@ rule play_policy:
         "logs/{run}/play_policy.log",
     benchmark:
         "benchmarks/rules/{run}/play_policy.tsv"
+    threads: 1
+    resources:
+        **PLAY_RESOURCES,
     params:
         soaklab=SOAKLAB,
         seconds=config["play"]["seconds"],

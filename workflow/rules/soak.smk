@@ -26,7 +26,7 @@ rule train_soak:
     resources:
         gpu=lambda wc: run_of(wc).get("resources", {}).get("gpu", 1 if uses_gpu(wc) else 0),
         mem_mb=lambda wc: run_of(wc).get("resources", {}).get("mem_mb", 16000),
-        runtime=lambda wc: run_of(wc).get("resources", {}).get("runtime_minutes", 60),
+        runtime=lambda wc: run_of(wc).get("resources", {}).get("runtime_minutes", soak_runtime_minutes(wc)),
     params:
         soaklab=SOAKLAB,
         flags=_soak_flags,
