@@ -137,7 +137,12 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
     if shutdown["cleanup"]["errors"]:
         print(f"train: cleanup errors: {shutdown['cleanup']['errors'][0]}", file=sys.stderr)
-    return 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
+    code = 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
+    if code and resolved.ranks.parallel and resolved.ranks.backend == "nccl":
+        from soaklab.lifetime import exit_now
+
+        exit_now(code)  # a failed NCCL group: the interpreter's teardown would block (exit_now says why)
+    return code
 
 
 def cmd_soak(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 Linux delivers a chosen signal to a process when its parent dies (`PR_SET_PDEATHSIG`), whatever
 killed the parent, SIGKILL included. The collector takes SIGKILL at its learner's death; the
 trainer takes SIGTERM at its monitor's death, so it still shuts down cleanly and writes its run
-summary. `CANCEL_SIGNALS` are the signals every soaklab process treats as "stop now, cleanly".
+summary. `CANCEL_SIGNALS` are the signals every soaklab process treats as "stop now, cleanly";
+SIGUSR1 asks a trainer, a data-parallel rank or a collector for its threads' stacks, nothing else.
 """
 
 from __future__ import annotations
@@ -46,3 +47,29 @@ def end_process(proc: BaseProcess, timeout_s: float) -> None:
     if proc.is_alive():
         proc.kill()
         proc.join(timeout_s)
+
+
+def dump_stacks_on_signal(sig: int = signal.SIGUSR1) -> None:
+    """`kill -USR1 PID` prints every thread's Python stack to this process's stderr, and the process
+    goes on: what a run that seems stuck is waiting in, without stopping it (docs/troubleshooting.md)."""
+    import faulthandler
+    import sys
+
+    faulthandler.register(sig, file=sys.stderr, all_threads=True, chain=False)
+
+
+def exit_now(code: int) -> None:
+    """End this process with `code` without the interpreter's teardown, once everything of the run is
+    written and its children are gone. A data-parallel NCCL rank whose peer died has a collective
+    kernel on its GPU that will never complete (the peer is gone); the teardown's garbage collection
+    frees CUDA memory behind it and blocks until NCCL's watchdog aborts the process: measured 60 s and
+    SIGABRT after a correct summary (benchmarks/gpu/dp-x2/failure/). The driver ends the kernel with
+    the process."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can reach it anyway
+            pass
+    os._exit(code)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import set_parent_death_signal
+from soaklab.lifetime import dump_stacks_on_signal, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
@@ -59,6 +59,7 @@ def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any
 def collector_main(spec: CollectorSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_parent_death_signal(signal.SIGKILL, spec.parent_pid)
+    dump_stacks_on_signal()
     torch.set_num_threads(spec.torch_threads)
     arrays = SharedArrays(spec.handles.specs, create=False)
     code = 0

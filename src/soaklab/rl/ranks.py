@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
-from soaklab.lifetime import end_process, set_parent_death_signal
+from soaklab.lifetime import dump_stacks_on_signal, end_process, exit_now, set_parent_death_signal
 
 if TYPE_CHECKING:
     from soaklab.config.run_config import ResolvedRun
@@ -169,6 +169,7 @@ def rank_main(resolved: ResolvedRun, run_dir: Path, ctx: RankContext) -> None:
 
     assert ctx.parent_pid is not None and ctx.report is not None
     set_parent_death_signal(signal.SIGTERM, ctx.parent_pid)  # rank 0 gone: shut down cleanly
+    dump_stacks_on_signal()
     confine(ctx)
     learner = Learner(resolved, run_dir, rank=ctx)
     report = learner.run()
@@ -177,7 +178,10 @@ def rank_main(resolved: ResolvedRun, run_dir: Path, ctx: RankContext) -> None:
     finally:
         ctx.report.close()
     sys.stdout.flush()
-    sys.exit(0 if report["shutdown"]["classification"] == "normal_completion" else 1)
+    code = 0 if report["shutdown"]["classification"] == "normal_completion" else 1
+    if code and ctx.backend == "nccl":
+        exit_now(code)  # a failed NCCL group: the interpreter's teardown would block (exit_now says why)
+    sys.exit(code)
 
 
 def collect_reports(ctx: RankContext, timeout_s: float) -> list[dict[str, Any] | None]:

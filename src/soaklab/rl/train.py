@@ -51,9 +51,11 @@ def _thread_error_line(args: threading.ExceptHookArgs) -> None:
 
 def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[str, Any]]:
     """Run `resolved` to its end; `post_steps`: a completed run's export and playback (docs/export.md)."""
+    from soaklab.lifetime import dump_stacks_on_signal
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
 
+    dump_stacks_on_signal()
     fault = fault_from_env()
     if fault is not None and fault.name == "hang_startup":
         while True:  # a trainer that never writes anything: the monitor's startup timeout must end it
