@@ -24,13 +24,21 @@ def test_dry_run_lists_the_chain(project):
     assert planned(project) == {**dict.fromkeys(CHAIN, 1), "soak": 1}
 
 
-@pytest.mark.parametrize("overlay, run", [("gpu.yaml", "gpu"), ("gpu-short.yaml", "gpu-short")])
-def test_gpu_overlays_plan_their_run_only(project, overlay, run):
+@pytest.mark.parametrize("overlay, runs", [("gpu.yaml", {"gpu": 1}), ("gpu-short.yaml", {"gpu-short": 1}),
+                                           ("gpu-x2.yaml", {"gpu-x2": 2, "gpu-x1": 1}),
+                                           ("gpu-x4.yaml", {"gpu-x4": 4, "gpu-x1": 1}),
+                                           ("gpu-x8.yaml", {"gpu-x8": 8, "gpu-x1": 1})])
+def test_gpu_overlays_plan_their_runs_only_each_with_its_gpus(project, overlay, runs):
     proc = snakemake(project, "soak", "-n", overlays=(REPO / "config" / overlay,))
     assert proc.returncode == 0, proc.stderr
     outputs = set(re.findall(r"output: (\S+)", proc.stdout))
-    assert f"results/{run}/run_config.json" in outputs and f"results/{run}/mps.json" in outputs
+    for run in runs:
+        assert f"results/{run}/run_config.json" in outputs and f"results/{run}/mps.json" in outputs
     assert not any("results/cpu" in o for o in outputs)
+    # the soak job asks a scheduler for one GPU per data-parallel rank (training.dp_ranks)
+    soak_gpus = dict(re.findall(r"output: results/([\w.-]+)/soak\.json.*?resources: [^\n]*\bgpu=(\d+)", proc.stdout,
+                                re.S))
+    assert {run: int(n) for run, n in soak_gpus.items()} == runs
 
 
 def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):

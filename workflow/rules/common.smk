@@ -77,6 +77,16 @@ def uses_gpu(wildcards):
     return run_of(wildcards)["sim"] == "mjwarp" or device.startswith("cuda")
 
 
+def soak_gpus(wildcards):
+    """GPUs of a soak job when its run names none: one per data-parallel rank it asks for
+    (training.dp_ranks), else one for a GPU run, else none."""
+    if not uses_gpu(wildcards):
+        return 0
+    ranks = overrides_of(wildcards).get("training.dp_ranks")
+    # anything but a plain count is resolve_config's to refuse, in the run's own branch
+    return ranks if isinstance(ranks, int) and not isinstance(ranks, bool) and ranks >= 1 else 1
+
+
 def run_args(wildcards):
     """--algo/--task/--sim and the run's overrides as KEY=VALUE, VALUE as JSON (a YAML subset)
     so that types survive the shell: the string '2' stays a string."""

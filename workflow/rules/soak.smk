@@ -20,11 +20,11 @@ rule train_soak:
     group:
         "soak_node"
     # The trainer takes the cores its physics threads are set to (all of them by default) and, for a
-    # GPU run, one GPU per data-parallel rank (resources.gpu; default 1); a cluster executor schedules
-    # it by these.
+    # GPU run, one GPU per data-parallel rank (resources.gpu; default training.dp_ranks, else 1); a
+    # cluster executor schedules it by these.
     threads: train_threads
     resources:
-        gpu=lambda wc: run_of(wc).get("resources", {}).get("gpu", 1 if uses_gpu(wc) else 0),
+        gpu=lambda wc: run_of(wc).get("resources", {}).get("gpu", soak_gpus(wc)),
         mem_mb=lambda wc: run_of(wc).get("resources", {}).get("mem_mb", 16000),
         runtime=lambda wc: run_of(wc).get("resources", {}).get("runtime_minutes", soak_runtime_minutes(wc)),
     params:
