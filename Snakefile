@@ -11,6 +11,10 @@
 # the DAG uses the same environment as `make soak` and `make test`.
 
 import subprocess
+import time
+
+# When this invocation started: a comparison older than this was not made by it (onerror).
+STARTED = time.time()
 
 from snakemake.utils import min_version, validate
 
@@ -58,14 +62,25 @@ rule sweep:
         expand("results/sweeps/{sweep}/summary.csv", sweep=SWEEPS),
 
 
+# Every record in REPRODUCE (every cpu record, or those named with --config reproduce=NAME) rerun
+# through the rules above and compared with its artifacts of record (docs/records.md): the workflow
+# fails when a comparison's verdict is `fail`, after writing results/reproduce/{record}/comparison.*.
+rule reproduce:
+    input:
+        expand("results/reproduce/{record}/verdict.txt", record=REPRODUCE),
+
+
 # Rules that stay on the host running Snakemake under a cluster executor: the assets pull needs the
 # network (compute nodes often have none), the rest are targets or read a few small files.
 localrules:
     soak,
     play,
     sweep,
+    reproduce,
     prefetch_assets,
     sweep_summary,
+    compare_record,
+    reproduce_verdict,
 
 
 # The verdict of every run, its figures and where to look, whatever the outcome.
@@ -80,6 +95,9 @@ onerror:
     # (subprocess, not shell(): the plan is JSON, whose braces shell() would read as placeholders)
     for name in targeted_sweeps():
         subprocess.run(sweep_summary_command(name, *sweep_summary_paths(name)), shell=True, check=False)
+    # A reproduction that stopped before its comparison says so (a finished comparison stays as written).
+    for name in targeted_records():
+        subprocess.run(incomplete_command(name), shell=True, check=False)
 
 
 include: "workflow/rules/assets.smk"
@@ -89,3 +107,4 @@ include: "workflow/rules/soak.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/play.smk"
 include: "workflow/rules/sweeps.smk"
+include: "workflow/rules/records.smk"

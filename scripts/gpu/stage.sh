@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 # The staging tool is the workplace's (it knows its wheel store); point STAGE_WHEELS at it.
-: "${STAGE_WHEELS:?set STAGE_WHEELS to the workplace's stage-wheels tool}"
+: "${STAGE_WHEELS:?set STAGE_WHEELS to the stage-wheels tool of the workplace}"
 "$STAGE_WHEELS" --with-snakemake "$@"
 rm -f .device/wheels/pulp-*.whl
 du -sh .device/wheels .device/parts .device/warpcache 2>/dev/null || true

@@ -250,6 +250,85 @@ def cmd_sweep_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_record_check(args: argparse.Namespace) -> int:
+    from soaklab.records import store
+
+    names = args.names or sorted(p.name for p in args.records.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for name in names:
+        record = store.load(args.records, name)
+        state = "artifacts of record present" if record.has_artifacts() else "no artifacts of record yet"
+        print(f"record {name}: ok ({record.machine}, {record.algo}/{record.task}/{record.sim}, seeds "
+              f"{', '.join(str(r.seed) for r in record.runs)}, {len(record.figures)} figures"
+              f"{', exact series' if record.exact else ''}; {state})")
+    return 0
+
+
+def cmd_record_compare(args: argparse.Namespace) -> int:
+    from soaklab.records import store
+    from soaklab.records.compare import compare
+    from soaklab.records.outcome import headline, write_comparison
+
+    record = store.load(args.records, args.name)
+    provenance, recorded = store.read_recorded(record)
+    comparison = compare(record, provenance, recorded, store.take_all(record, args.results))
+    write_comparison(comparison, args.out, args.html)
+    print(f"{headline(comparison)}; {args.out}")
+    return 0
+
+
+def cmd_record_verdict(args: argparse.Namespace) -> int:
+    from soaklab.records.outcome import read_comparison, verdict_lines
+
+    comparison = read_comparison(args.comparison)
+    print("\n".join(verdict_lines(comparison)))
+    if comparison["verdict"] in ("fail", "incomplete"):
+        return 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(comparison["verdict"] + "\n")
+    return 0
+
+
+def cmd_record_incomplete(args: argparse.Namespace) -> int:
+    from soaklab.records.outcome import mark_incomplete
+
+    mark_incomplete(args.name, args.out, args.reason)
+    return 0
+
+
+def cmd_record_update(args: argparse.Namespace) -> int:
+    from soaklab.records import store
+    from soaklab.records.outcome import verdict_lines
+
+    if args.cores < 1:
+        raise InvalidInput(f"--cores={args.cores}: expected an integer >= 1")
+    extra = args.snakemake_args[1:] if args.snakemake_args[:1] == ["--"] else args.snakemake_args
+    record, change = store.update(args.records, args.name, args.cores, args.directory, extra, args.argv)
+    if change is None:
+        print(f"record {record.name}: written (first record); {record.folder}")
+    else:
+        changed = [line for line in verdict_lines(change)[1:]]
+        print(f"record {record.name}: rewritten; against the previous record: {change['verdict']}")
+        print("\n".join(changed) if changed else "  no figure changed")
+    return 0
+
+
+def cmd_support_matrix(args: argparse.Namespace) -> int:
+    from soaklab.records.matrix import check_matrix, write_matrix
+
+    if args.check:
+        diff = check_matrix(args.records, args.out)
+        if diff:
+            print(diff, end="")
+            print(f"support-matrix: {args.out} differs from what the generator writes now; "
+                  "run `soaklab support-matrix` and commit it", file=sys.stderr)
+            return 1
+        print(f"support-matrix: {args.out} is up to date")
+        return 0
+    rows = write_matrix(args.records, args.out)
+    print(f"support-matrix: {len(rows)} combinations -> {args.out} (and {args.out.with_suffix('.json')})")
+    return 0
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -451,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
     summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
     summary.add_argument("--logs", type=Path, default=Path("logs"), help="the DAG's logs folder")
-    summary.add_argument("--target", default="soak", choices=("soak", "sweep"), help="the target the report line names")
+    summary.add_argument("--target", default="soak", choices=("soak", "sweep", "reproduce"),
+                         help="the target the report line names")
     summary.set_defaults(func=cmd_summary)
 
     sweep = sub.add_parser("sweep-summary", help="every run of a sweep in one table: CSV, HTML and a throughput plot")
@@ -463,6 +543,44 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--html", type=Path, required=True, help="the table as an HTML page (with the plot)")
     sweep.add_argument("--plot", type=Path, required=True, help="throughput per run, coloured by verdict (PNG)")
     sweep.set_defaults(func=cmd_sweep_summary)
+
+    record = sub.add_parser("record", help="benchmark records: check, compare, update (docs/records.md)"
+                            ).add_subparsers(dest="action", required=True, metavar="ACTION")
+    records_help = "the records folder"
+    check = record.add_parser("check", help="read and check record specs (exit 2 naming the record and field)")
+    check.add_argument("names", nargs="*", metavar="NAME", help="records to check (every record when none)")
+    check.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    check.set_defaults(func=cmd_record_check)
+    compare = record.add_parser("compare", help="compare a record's reproduced runs with the record")
+    compare.add_argument("name", metavar="NAME", help="the record")
+    compare.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    compare.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
+    compare.add_argument("--out", type=Path, required=True, help="the comparison JSON")
+    compare.add_argument("--html", type=Path, help="the comparison as an HTML page")
+    compare.set_defaults(func=cmd_record_compare)
+    verdict = record.add_parser("verdict", help="print a comparison's verdict; exit 1 on fail or incomplete")
+    verdict.add_argument("comparison", type=Path, metavar="COMPARISON", help="a comparison JSON")
+    verdict.add_argument("--out", type=Path, required=True, help="the verdict, written when it is not a failure")
+    verdict.set_defaults(func=cmd_record_verdict)
+    incomplete = record.add_parser("incomplete", help="mark a reproduction's comparison incomplete (the DAG's onerror)")
+    incomplete.add_argument("name", metavar="NAME", help="the record")
+    incomplete.add_argument("--out", type=Path, required=True, help="the comparison JSON")
+    incomplete.add_argument("--reason", required=True, help="why it stopped")
+    incomplete.set_defaults(func=cmd_record_incomplete)
+    update = record.add_parser("update", help="rerun a record's seeds through the workflow and rewrite the record")
+    update.add_argument("name", metavar="NAME", help="the record")
+    update.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    update.add_argument("--cores", type=int, default=1, help="Snakemake's --cores")
+    update.add_argument("--directory", type=Path, help="Snakemake's working directory (results/ under it)")
+    update.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
+                        help="further Snakemake arguments after --, such as --configfile local.yaml")
+    update.set_defaults(func=cmd_record_update)
+
+    matrix = sub.add_parser("support-matrix", help="support levels of every algo x task x sim x device x ranks")
+    matrix.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    matrix.add_argument("--out", type=Path, default=Path("docs/support-matrix.md"), help="the Markdown (JSON beside)")
+    matrix.add_argument("--check", action="store_true", help="exit 1 with a diff when --out differs from a fresh one")
+    matrix.set_defaults(func=cmd_support_matrix)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
                                                                                   metavar="ACTION")

@@ -34,8 +34,8 @@ SEED_KEYS = ("env.seed", "algo.seed")
 # A sweep of more runs than this is a typo (an axis listed twice, a range pasted in), not a plan.
 MAX_SWEEP_RUNS = 1000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-# results/assets and results/sweeps belong to the DAG.
-RESERVED_RUN_NAMES = ("assets", "sweeps")
+# results/assets, results/sweeps and results/reproduce belong to the DAG.
+RESERVED_RUN_NAMES = ("assets", "sweeps", "reproduce")
 
 
 class SweepError(ValueError):

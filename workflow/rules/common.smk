@@ -17,9 +17,9 @@ DAG_OWNED_KEYS = {"training.log_dir": "the DAG writes each run to results/{run}/
 
 
 def _standalone(module):
-    """A package module that needs nothing but the standard library, loaded by path: the DAG plans
-    before (and without) importing soaklab."""
-    spec = importlib.util.spec_from_file_location(f"soaklab_{module}", PKG / f"{module}.py")
+    """A package module that needs nothing but the standard library (and what Snakemake itself
+    imports), loaded by path: the DAG plans before (and without) importing soaklab."""
+    spec = importlib.util.spec_from_file_location(f"soaklab_{module.replace('/', '_')}", PKG / f"{module}.py")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = loaded  # dataclasses look their module up there
     spec.loader.exec_module(loaded)
@@ -33,6 +33,33 @@ SWEEPS = sweeps.expand_sweeps(config.get("sweeps") or {}, config["runs"])
 for _sweep in SWEEPS.values():
     for _run in _sweep.runs:
         config["runs"][_run.name] = _run.run
+
+
+# Records (soaklab.records.plan): each seed of each record under records/ is a run like any other
+# (rec-<record>-seed<N>); the `reproduce` target compares the records in REPRODUCE with their runs.
+# A bad spec, or an unknown record asked for, is one line and exit 2 before anything runs.
+records_plan = _standalone("records/plan")
+RECORDS_DIR = Path(workflow.basedir) / "records"
+try:
+    RECORDS = records_plan.load_records(RECORDS_DIR, records_plan.workflow_run_check(Path(workflow.basedir)))
+    REPRODUCE = records_plan.selected(RECORDS, config.get("reproduce"))
+except records_plan.RecordError as _exc:
+    print(f"soaklab: error: {_exc}", file=sys.stderr)
+    sys.exit(2)
+# record_overrides: a change tried against the records (an A/B of one setting), applied to every
+# record run of this invocation; the seeds stay the record's.
+RECORD_OVERRIDES = config.get("record_overrides") or {}
+for _key in RECORD_OVERRIDES:
+    if _key in records_plan.SEED_KEYS:
+        print(f"soaklab: error: record_overrides.{_key}: the seeds are the record's (seeds:)", file=sys.stderr)
+        sys.exit(2)
+for _record in RECORDS.values():
+    for _run in _record.runs:
+        if _run.name in config["runs"]:
+            print(f"soaklab: error: runs.{_run.name}: the name belongs to record {_record.name}; rename the run",
+                  file=sys.stderr)
+            sys.exit(2)
+        config["runs"][_run.name] = {**_run.run, "overrides": {**_run.run["overrides"], **RECORD_OVERRIDES}}
 
 
 def _check_runs():
@@ -187,13 +214,36 @@ def targeted_sweeps():
     return [name for name in SWEEPS if any(f.startswith(f"results/sweeps/{name}/") for f in files)]
 
 
+def targeted_records():
+    """The records this invocation reproduces: REPRODUCE for the `reproduce` target, else those whose
+    comparison files were named as targets."""
+    if "reproduce" in _target_rules():
+        return list(REPRODUCE)
+    files = [str(f) for f in getattr(workflow.dag, "targetfiles", ())]
+    return [name for name in RECORDS if any(f.startswith(f"results/reproduce/{name}/") for f in files)]
+
+
 def summary_command():
-    """`soaklab summary` of the runs this invocation built: the asked-for sweeps' runs, and
-    `soak_runs` unless only sweeps were asked for."""
-    asked = targeted_sweeps()
+    """`soaklab summary` of the runs this invocation built: the asked-for sweeps' and records' runs,
+    and `soak_runs` unless only sweeps or records were asked for."""
+    asked, records = targeted_sweeps(), targeted_records()
     runs = [run for name in asked for run in SWEEPS[name].run_names]
-    only_sweeps = asked and "soak" not in _target_rules()
+    runs += [run for name in records for run in RECORDS[name].run_names]
+    only_sweeps = (asked or records) and "soak" not in _target_rules()
     if not only_sweeps:
         runs = list(config["soak_runs"]) + runs
-    target = "sweep" if only_sweeps else "soak"
+    target = ("reproduce" if records and not asked else "sweep") if only_sweeps else "soak"
     return f"{SOAKLAB} summary --target {target} " + " ".join(shlex.quote(r) for r in runs)
+
+
+def incomplete_command(record):
+    """Mark a record's comparison incomplete when this invocation did not write it (onerror): the runs
+    or the comparison failed first. The reason names the first run of the record that did not pass."""
+    out = Path(f"results/reproduce/{record}/comparison.json")
+    if out.is_file() and out.stat().st_mtime >= STARTED:
+        return "true"
+    stopped = [run for run in RECORDS[record].run_names if not Path(f"results/{run}/validation.json").is_file()]
+    reason = (f"run {stopped[0]} stopped before validation (logs/{stopped[0]}/)" if stopped
+              else "the comparison did not finish (logs/reproduce/)")
+    return (f"{SOAKLAB} record incomplete {shlex.quote(record)} --out {shlex.quote(str(out))}"
+            f" --reason {shlex.quote(reason)}")

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# On the GPU machine (through bootstrap.sh, from a copy of the checkout): the GPU records made with
+# today's code, and the learning record's A/B against itself and against one changed setting.
+#
+#   OUT=/root/rec-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/records.sh
+#
+# 1. the mujoco_warp kernels compiled once (scripts/gpu/warmup.py, whose JSON is the raw physics
+#    ceiling of this visit), the CUDA MPS daemon started;
+# 2. the learning record's nine runs side by side (its figures are read at fixed env-step counts):
+#    `soaklab record update gpu-learning` in one copy of the checkout, the same three seeds in a
+#    second copy (the A/B of today's code against itself) and in a third with ABLATION (default
+#    algo.updates_per_step=1) as record_overrides; then `snakemake reproduce` in the second and third
+#    against the new record;
+# 3. RECORDS (default gpu-soak-1024 gpu-throughput-4096), one after the other, alone on the GPU.
+# Each stage packs its evidence into $OUT as it ends (learning.tgz, throughput.tgz), so what
+# finished comes home even if a later stage does not. It outlasts one device command: start it
+# detached and collect $OUT with calls that follow each other (scripts/gpu/README.md).
+set -uo pipefail
+out=${OUT:-/tmp/soaklab-out}
+here=$(pwd)
+work=/root/records-work
+stage() { echo "== $(date -u +%T) $*"; }
+smk=(--cores 16 --scheduler greedy --configfile "$work/assets.yaml")
+rm -rf "$work" && mkdir -p "$work"
+printf 'assets:\n  source: %s\n' "$here/resources/assets/cache/mjlab-1.6.0-py3-none-any.whl" >"$work/assets.yaml"
+printf 'record_overrides:\n  %s\n' "${ABLATION:-algo.updates_per_step: 1}" >"$work/ablation.yaml"
+
+stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
+python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl >"$work/assets.log" 2>&1 \
+  || { cat "$work/assets.log"; exit 2; }
+python3 scripts/gpu/warmup.py --worlds 1024,4096 --out "$out/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
+python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exit 2; }
+
+for side in record self ablation; do
+  mkdir -p "$work/$side" && cp -a "$here/." "$work/$side/" && rm -rf "$work/$side/results/rec-"* "$work/$side/.device"
+done
+if [ "${LEARNING:-1}" != 0 ]; then
+  stage "learning: record, self and ablation seeds side by side"
+  (cd "$work/record" && python3 -m soaklab record update gpu-learning --cores 16 -- --scheduler greedy \
+     --configfile "$work/assets.yaml" >"$work/learning-record.log" 2>&1; echo "record update: exit $?" >>"$work/learning-record.log") &
+  runs=(results/rec-gpu-learning-seed{1,2,3}/validation.json)
+  (cd "$work/self" && python3 -m snakemake "${runs[@]}" "${smk[@]}" >"$work/learning-self.log" 2>&1) &
+  (cd "$work/ablation" && python3 -m snakemake "${runs[@]}" "${smk[@]}" "$work/ablation.yaml" \
+     >"$work/learning-ablation.log" 2>&1) &
+  wait
+  tail -4 "$work/learning-record.log"
+  for side in self ablation; do
+    rm -rf "$work/$side/records/gpu-learning" && cp -a "$work/record/records/gpu-learning" "$work/$side/records/"
+  done
+  stage "learning: the A/B comparisons"
+  (cd "$work/self" && python3 -m snakemake reproduce --config reproduce=gpu-learning "${smk[@]}" \
+     >"$work/reproduce-self.log" 2>&1; echo "reproduce self: exit $?")
+  (cd "$work/ablation" && python3 -m snakemake reproduce --config reproduce=gpu-learning "${smk[@]}" \
+     "$work/ablation.yaml" >"$work/reproduce-ablation.log" 2>&1; echo "reproduce ablation: exit $? (1 expected: detected)")
+  for side in self ablation; do
+    mkdir -p "$work/pack/$side" && cp -a "$work/$side/results/reproduce" "$work/pack/$side/" 2>/dev/null
+    cp -a "$work/$side/logs" "$work/pack/$side/logs" 2>/dev/null
+  done
+  cp -a "$work/record/records/gpu-learning" "$work/pack/record" 2>/dev/null
+  cp "$work"/*.log "$work/pack/" 2>/dev/null
+  tar -C "$work/pack" -czf "$out/learning.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' . \
+    && stage "packed learning.tgz"
+fi
+
+for name in ${RECORDS-gpu-soak-1024 gpu-throughput-4096}; do
+  stage "record $name"
+  (cd "$work/record" && python3 -m soaklab record update "$name" --cores 16 -- --scheduler greedy \
+     --configfile "$work/assets.yaml" >"$work/record-$name.log" 2>&1; echo "record update $name: exit $?")
+  tail -3 "$work/record-$name.log"
+  mkdir -p "$work/pack-throughput"
+  cp -a "$work/record/records/$name" "$work/pack-throughput/" 2>/dev/null
+  cp "$work/record-$name.log" "$work/pack-throughput/" 2>/dev/null
+  tar -C "$work/pack-throughput" -czf "$out/throughput.tgz" . && stage "packed throughput.tgz"
+done
+python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
+stage "done"

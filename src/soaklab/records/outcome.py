@@ -1,0 +1,75 @@
+"""A comparison written down: its JSON, its page in the report's style, its verdict in a few lines."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from soaklab.errors import InvalidInput
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.report import write_table
+
+VERDICTS = ("pass", "fail", "not_comparable", "incomplete")
+
+
+def _shown(value: Any) -> Any:
+    return f"{value:.6g}" if isinstance(value, float) else value
+
+
+def page_rows(comparison: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for row in comparison["figures"]:
+        shown = {"figure": row["name"], "rule": row["rule"], "record": _shown(row.get("record")),
+                 "now": _shown(row.get("now")), "verdict": row["verdict"], "detail": row.get("detail")}
+        if row["verdict"] in ("pass", "fail"):
+            shown["passed"] = row["verdict"] == "pass"
+        rows.append(shown)
+    return rows
+
+
+def headline(comparison: dict[str, Any]) -> str:
+    line = f"record {comparison['record']}: {comparison['verdict']}"
+    if comparison.get("reason"):
+        line += f" ({comparison['reason']})"
+    first = comparison.get("first_difference")
+    if first and first.get("series"):
+        line += f"; first difference: {first['series']} at step {first['step']} ({first['run']})"
+    elif first:
+        line += f"; {first['run']}: {first.get('weights')}"
+    return line
+
+
+def write_comparison(comparison: dict[str, Any], out: Path, html: Path | None) -> None:
+    write_json_atomic(out, comparison)
+    if html is not None:
+        machine = comparison.get("machine") or {}
+        write_table(page_rows(comparison), html, f"reproduction of record {comparison['record']}",
+                    f"{headline(comparison)}. Machine now: {machine.get('now')}; on record: {machine.get('record')}")
+
+
+def verdict_lines(comparison: dict[str, Any]) -> list[str]:
+    lines = [headline(comparison)]
+    for row in comparison["figures"]:
+        if row["verdict"] != "pass":
+            lines.append(f"  {row['verdict']}: {row['name']}: {row.get('detail') or (row.get('record'), row.get('now'))}")
+    return lines
+
+
+def read_comparison(path: Path) -> dict[str, Any]:
+    try:
+        comparison = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: unreadable comparison ({exc})") from None
+    if not isinstance(comparison, dict) or comparison.get("verdict") not in VERDICTS:
+        raise InvalidInput(f"{path}: not a comparison (verdict one of {', '.join(VERDICTS)})")
+    return comparison
+
+
+def mark_incomplete(record: str, out: Path, reason: str) -> None:
+    """A reproduction that stopped before its comparison: the comparison says so, and its time is
+    set to the epoch so that the next run of the workflow remakes it rather than trusting it."""
+    write_json_atomic(out, {"record": record, "verdict": "incomplete", "reason": reason, "figures": [],
+                            "first_difference": None})
+    os.utime(out, (0, 0))

@@ -1,0 +1,158 @@
+"""What a record keeps of one finished run, and what a reproduce reads back the same way.
+
+A snapshot is read from the run's DAG outputs (results/<run>/: soak.json, validation.json,
+run_config.json and the run dir's event file and final checkpoint): the deterministic series, the
+final weights' digest, the validation checks, the record's figures, the soak's verdict, and the
+machine and versions it ran on. The record and its reproduction are both snapshots, so the two
+sides of a comparison are read by one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from soaklab.errors import InvalidInput
+from soaklab.metrics.events import event_file, read_events
+from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun
+
+SNAPSHOT_VERSION = 1
+# The deterministic series: what the CPU reproducibility test compares bit for bit.
+EXACT_PREFIXES = ("Train/", "Loss/")
+# Logged iterations averaged into a learning figure (at 1024 envs, 0.2 M env steps before the count).
+LEARNING_WINDOW = 200
+# Versions that decide whether two runs can be compared at all (python by major.minor).
+COMPARED_VERSIONS = ("python", "torch", "mujoco", "warp", "mujoco_warp")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: missing; the run has not finished through validate_artifacts") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: unreadable ({exc})") from None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{path}: expected a JSON object")
+    return value
+
+
+def weights_digest(checkpoint: Path) -> str:
+    """sha256 over every tensor of the agent (name, dtype, shape, bytes, in name order): the same
+    weights give the same digest whatever the pickle around them holds."""
+    import torch
+
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InvalidInput(f"{checkpoint}: missing; the run wrote no final checkpoint") from None
+    digest = hashlib.sha256()
+
+    def walk(tree: Any, prefix: str) -> None:
+        if isinstance(tree, dict):
+            for key in sorted(tree, key=str):
+                walk(tree[key], f"{prefix}/{key}")
+        elif isinstance(tree, torch.Tensor):
+            tensor = tree.detach().contiguous().cpu()
+            digest.update(f"{prefix}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+
+    walk(state["agent"], "")
+    return "sha256:" + digest.hexdigest()
+
+
+def machine_kind(context: dict[str, Any], machine: str) -> str:
+    """The kind of machine a run's figures belong to: the GPUs (name and count) for a gpu record, the
+    CPU model and its usable cores for a cpu record (CPU kernels differ by instruction set)."""
+    if machine == "gpu":
+        gpus = context.get("gpus") or []
+        names = sorted({g.get("name", "?") for g in gpus})
+        return f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
+    host = context.get("host") or {}
+    return f"cpu: {host.get('cpu_model', '?')} x{host.get('cores', '?')}"
+
+
+def compared_versions(context: dict[str, Any]) -> dict[str, str | None]:
+    found = context.get("versions") or {}
+    out = {name: found.get(name) for name in COMPARED_VERSIONS}
+    if out["python"]:
+        out["python"] = ".".join(str(out["python"]).split(".")[:2])
+    return out
+
+
+def _median_steady(frame: pd.DataFrame, tag: str) -> float | None:
+    """The median of a Perf/ series over the second half of the run's logged iterations: the first
+    half holds compilation, graph capture and the replay filling up."""
+    points = frame[frame["tag"] == tag]
+    if points.empty:
+        return None
+    steady = points[points["step"] >= points["step"].max() // 2]
+    return float(steady["value"].median())
+
+
+def _learning_value(frame: pd.DataFrame, tag: str, at_env_steps: int, env_steps_per_iteration: int) -> float | None:
+    """The mean of the last LEARNING_WINDOW logged points whose iteration ended at or before
+    `at_env_steps` (iteration i ends at (i + 1) x env steps per iteration)."""
+    points = frame[(frame["tag"] == tag) & ((frame["step"] + 1) * env_steps_per_iteration <= at_env_steps)]
+    if points.empty:
+        return None
+    return float(points.sort_values("step")["value"].tail(LEARNING_WINDOW).mean())
+
+
+def figure_value(frame: pd.DataFrame, figure: Figure, env_steps_per_iteration: int) -> float | None:
+    if figure.name in TIMING:
+        return _median_steady(frame, TIMING[figure.name])
+    assert figure.at_env_steps is not None
+    return _learning_value(frame, LEARNING[figure.name][0], figure.at_env_steps, env_steps_per_iteration)
+
+
+def exact_series(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Every Train/ and Loss/ series as [step, value] pairs (values exact: JSON floats round-trip)."""
+    series: dict[str, list[list[float]]] = {}
+    for tag, points in frame[frame["tag"].str.startswith(EXACT_PREFIXES)].groupby("tag", sort=True):
+        ordered = points.sort_values("step", kind="stable")
+        series[str(tag)] = [[int(s), float(v)] for s, v in zip(ordered["step"], ordered["value"], strict=True)]
+    return series
+
+
+def take(record: Record, run: RecordRun, results: Path) -> dict[str, Any]:
+    """The snapshot of one seed's run from its DAG outputs under `results`."""
+    base = results / run.name
+    soak = _read_json(base / "soak.json")
+    validation = _read_json(base / "validation.json")
+    run_config = _read_json(base / "run_config.json")
+    train = base / "train"
+    frame, _identity = read_events(event_file(train))
+    config = run_config["config"]
+    ranks = (((run_config.get("run") or {}).get("data_parallel") or {}).get("ranks") or {}).get("resolved") or 1
+    per_iteration = int(config["algo"]["num_envs"]) * int(ranks)
+    figures = {f.key: figure_value(frame, f, per_iteration)
+               for f in (*record.figures, *(t.figure for t in record.thresholds))}
+    verdict = (soak.get("resource_summary") or {}).get("leak_verdict") or {}
+    context = soak.get("context") or {}
+    return {
+        "snapshot_version": SNAPSHOT_VERSION,
+        "record": record.name,
+        "run": run.name,
+        "seed": run.seed,
+        "config_hash": run_config.get("config_hash"),
+        # What the run was asked for beyond the owner defaults (the DAG's own log dir aside).
+        "overrides": {k: v for k, v in (run_config.get("overrides") or {}).items() if k != "training.log_dir"},
+        "env_steps_per_iteration": per_iteration,
+        "iterations": int(frame[frame["tag"] == "Perf/iteration_ms"]["step"].max() + 1)
+        if (frame["tag"] == "Perf/iteration_ms").any() else 0,
+        "machine_kind": machine_kind(context, record.machine),
+        "versions": compared_versions(context),
+        "commit": context.get("soaklab_commit"),
+        "dirty": context.get("soaklab_dirty"),
+        "soak": {"status": soak.get("status"), "classification": soak.get("failure_classification"),
+                 "duration_s": soak.get("duration_s"), "leak_status": verdict.get("status")},
+        "validation": [[c["name"], bool(c["passed"])] for c in validation.get("checks", [])],
+        "figures": figures,
+        "weights_sha256": weights_digest(train / "checkpoints" / "model_final.pt") if record.exact else None,
+        "series": exact_series(frame) if record.exact else None,
+    }

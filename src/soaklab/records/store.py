@@ -1,0 +1,149 @@
+"""A record's files: read back for a comparison, rewritten from fresh runs by `soaklab record update`.
+
+The update runs the record's seeds through the workflow (the same rules as any run, forced from
+config resolution on), and only when Snakemake finished and every run passed does it write the
+record: into a new folder beside the old one, swapped in at the end, under an exclusive lock on the
+spec. A failed, refused or cancelled update leaves the record as it was.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from soaklab.errors import InvalidInput, RuntimeFailure
+from soaklab.jsonfiles import write_json_atomic
+from soaklab.records import snapshot
+from soaklab.records.plan import PROVENANCE, RUNS, SNAPSHOT, SPEC, Record, RecordError, load_record, workflow_run_check
+
+# Run outputs kept beside each snapshot, as evidence a person can open (the soak JSON without its
+# per-second samples).
+KEPT = ("run_config.json", "metrics.json", "validation.json")
+
+
+def load(records: Path, name: str) -> Record:
+    """The record `name` under `records`, checked (exit 2 with the record and field named)."""
+    folder = records / name
+    if not folder.is_dir():
+        known = sorted(p.name for p in records.iterdir() if p.is_dir()) if records.is_dir() else []
+        raise InvalidInput(f"{folder}: no such record (records: {', '.join(known) or 'none'})")
+    try:
+        return load_record(folder, workflow_run_check(records.resolve().parent))
+    except RecordError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def read_recorded(record: Record) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The record's provenance and each seed's snapshot."""
+    if not record.has_artifacts():
+        raise InvalidInput(f"records/{record.name}: no artifacts of record yet; make them with "
+                           f"`soaklab record update {record.name}`")
+    try:
+        provenance = json.loads((record.folder / PROVENANCE).read_text())
+        snaps = {run.label: json.loads((record.folder / RUNS / run.label / SNAPSHOT).read_text())
+                 for run in record.runs}
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"records/{record.name}: unreadable artifacts ({exc})") from None
+    for label, snap in snaps.items():
+        if snap.get("snapshot_version") != snapshot.SNAPSHOT_VERSION:
+            raise InvalidInput(f"records/{record.name}/{RUNS}/{label}/{SNAPSHOT}: snapshot_version "
+                               f"{snap.get('snapshot_version')!r}; this soaklab reads {snapshot.SNAPSHOT_VERSION}")
+    return provenance, snaps
+
+
+def take_all(record: Record, results: Path) -> dict[str, dict[str, Any]]:
+    return {run.label: snapshot.take(record, run, results) for run in record.runs}
+
+
+@contextmanager
+def locked(record: Record) -> Iterator[None]:
+    """One update of a record at a time: an exclusive lock on its spec, refused when held."""
+    with open(record.folder / SPEC, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidInput(f"records/{record.name}: another `soaklab record update` holds it; "
+                               "wait for it to end") from None
+        yield
+
+
+def provenance_of(record: Record, snaps: dict[str, dict[str, Any]], command: list[str]) -> dict[str, Any]:
+    first = next(iter(snaps.values()))
+    return {"record": record.name, "commit": first["commit"], "dirty": first["dirty"], "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command, "machine_kind": first["machine_kind"], "versions": first["versions"],
+            "runs": {label: snap["run"] for label, snap in snaps.items()}}
+
+
+def write_record(record: Record, snaps: dict[str, dict[str, Any]], results: Path, command: list[str]) -> None:
+    """Write the record's artifacts from finished runs: the new runs/ folder is complete before it
+    replaces the old one."""
+    fresh = record.folder / f".{RUNS}.new"
+    stale = record.folder / f".{RUNS}.old"
+    for leftover in (fresh, stale):
+        shutil.rmtree(leftover, ignore_errors=True)
+    for run in record.runs:
+        folder = fresh / run.label
+        folder.mkdir(parents=True)
+        write_json_atomic(folder / SNAPSHOT, snaps[run.label])
+        for name in KEPT:
+            shutil.copyfile(results / run.name / name, folder / name)
+        soak = json.loads((results / run.name / "soak.json").read_text())
+        soak.pop("samples", None)
+        write_json_atomic(folder / "soak_summary.json", soak)
+    current = record.folder / RUNS
+    if current.exists():
+        current.rename(stale)
+    fresh.rename(current)
+    write_json_atomic(record.folder / PROVENANCE, provenance_of(record, snaps, command))
+    shutil.rmtree(stale, ignore_errors=True)
+
+
+def run_workflow(record: Record, cores: int, directory: Path | None, extra: list[str]) -> None:
+    """The record's seeds through the workflow, forced from config resolution on."""
+    root = record.folder.resolve().parent.parent
+    targets = [f"results/{name}/validation.json" for name in record.run_names]
+    command = [sys.executable, "-m", "snakemake", *targets, "-s", str(root / "Snakefile"), "--cores", str(cores),
+               "--forcerun", "resolve_config", "--config", f"reproduce={record.name}",
+               *(["--directory", str(directory)] if directory else []), *extra]
+    print(f"record {record.name}: running {len(targets)} run(s): {' '.join(record.run_names)}", flush=True)
+    try:
+        code = subprocess.run(command, check=False).returncode
+    except KeyboardInterrupt:
+        raise RuntimeFailure(f"record {record.name}: interrupted; the record is unchanged") from None
+    if code != 0:
+        raise RuntimeFailure(f"record {record.name}: the workflow failed (exit {code}); the record is unchanged")
+
+
+def update(records: Path, name: str, cores: int, directory: Path | None, extra: list[str], argv: list[str]
+           ) -> tuple[Record, dict[str, Any] | None]:
+    """Rerun the record's seeds and rewrite the record (its provenance naming `argv`, the command as
+    typed); the comparison of the new record with the old one (None for a first record)."""
+    from soaklab.records.compare import changes, compare
+
+    record = load(records, name)
+    with locked(record):
+        old = read_recorded(record) if record.has_artifacts() else None
+        run_workflow(record, cores, directory, extra)
+        results = (directory or Path.cwd()) / "results"
+        snaps = take_all(record, results)
+        changed = changes(record, snaps)
+        if changed:
+            raise InvalidInput(f"record {name}: the runs differ from the spec in {', '.join(sorted(changed))} "
+                               "(record_overrides?); change record.yaml instead; the record is unchanged")
+        failed = [label for label, snap in snaps.items() if snap["soak"]["status"] != "passed"]
+        if failed:
+            raise RuntimeFailure(f"record {name}: the soak of {failed[0]} did not pass; the record is unchanged")
+        write_record(record, snaps, results, ["soaklab", *argv])
+        # The runs are the record now (their evidence copied into it): left in results/ they would
+        # make the next reproduce compare the record with itself instead of rerunning it.
+        for run in record.run_names:
+            shutil.rmtree(results / run, ignore_errors=True)
+    return record, (compare(record, old[0], old[1], snaps) if old else None)

@@ -1,0 +1,51 @@
+# Benchmark records (docs/records.md): each record's seeds run through the rules above as ordinary
+# runs (rec-<record>-seed<N>); compare_record reads them against the record's artifacts and writes
+# the comparison; reproduce_verdict fails the workflow on a `fail`, after the comparison is written.
+
+
+def record_inputs(wildcards):
+    """The reproduced runs' outputs, the spec, and the artifacts of record that exist (a record made
+    anew replans the comparison; one never made is refused by the command, naming the fix)."""
+    record = RECORDS[wildcards.record]
+    files = [str(record.folder / records_plan.SPEC), *map(str, record.artifact_files())]
+    for run in record.run_names:
+        files += [f"results/{run}/{name}" for name in ("validation.json", "soak.json", "run_config.json")]
+        files.append(f"results/{run}/train")
+    return files
+
+
+rule compare_record:
+    input:
+        record=record_inputs,
+        code=code_of("record compare"),
+    output:
+        comparison="results/reproduce/{record}/comparison.json",
+        page=report("results/reproduce/{record}/comparison.html", category="reproduce", caption="../report/comparison.rst"),
+    log:
+        "logs/reproduce/{record}/compare_record.log",
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
+    params:
+        soaklab=SOAKLAB,
+        records=RECORDS_DIR,
+    shell:
+        "{params.soaklab} record compare {wildcards.record} --records {params.records} --results results"
+        " --out {output.comparison} --html {output.page} 2>&1 | tee {log}"
+
+
+rule reproduce_verdict:
+    input:
+        comparison=rules.compare_record.output.comparison,
+        code=code_of("record verdict"),
+    output:
+        verdict="results/reproduce/{record}/verdict.txt",
+    log:
+        "logs/reproduce/{record}/reproduce_verdict.log",
+    threads: 1
+    resources:
+        **LIGHT_RESOURCES,
+    params:
+        soaklab=SOAKLAB,
+    shell:
+        "{params.soaklab} record verdict {input.comparison} --out {output.verdict} 2>&1 | tee {log}"
