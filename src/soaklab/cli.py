@@ -312,23 +312,6 @@ def cmd_record_update(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_support_matrix(args: argparse.Namespace) -> int:
-    from soaklab.records.matrix import check_matrix, write_matrix
-
-    if args.check:
-        diff = check_matrix(args.records, args.out)
-        if diff:
-            print(diff, end="")
-            print(f"support-matrix: {args.out} differs from what the generator writes now; "
-                  "run `soaklab support-matrix` and commit it", file=sys.stderr)
-            return 1
-        print(f"support-matrix: {args.out} is up to date")
-        return 0
-    rows = write_matrix(args.records, args.out)
-    print(f"support-matrix: {len(rows)} combinations -> {args.out} (and {args.out.with_suffix('.json')})")
-    return 0
-
-
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -575,12 +558,6 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
                         help="further Snakemake arguments after --, such as --configfile local.yaml")
     update.set_defaults(func=cmd_record_update)
-
-    matrix = sub.add_parser("support-matrix", help="support levels of every algo x task x sim x device x ranks")
-    matrix.add_argument("--records", type=Path, default=Path("records"), help=records_help)
-    matrix.add_argument("--out", type=Path, default=Path("docs/support-matrix.md"), help="the Markdown (JSON beside)")
-    matrix.add_argument("--check", action="store_true", help="exit 1 with a diff when --out differs from a fresh one")
-    matrix.set_defaults(func=cmd_support_matrix)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
                                                                                   metavar="ACTION")

@@ -56,8 +56,10 @@ for _key in RECORD_OVERRIDES:
 for _record in RECORDS.values():
     for _run in _record.runs:
         if _run.name in config["runs"]:
-            print(f"soaklab: error: runs.{_run.name}: the name belongs to record {_record.name}; rename the run",
-                  file=sys.stderr)
+            print(
+                f"soaklab: error: runs.{_run.name}: the name belongs to record {_record.name}; rename the run",
+                file=sys.stderr,
+            )
             sys.exit(2)
         config["runs"][_run.name] = {**_run.run, "overrides": {**_run.run["overrides"], **RECORD_OVERRIDES}}
 
@@ -243,7 +245,12 @@ def incomplete_command(record):
     if out.is_file() and out.stat().st_mtime >= STARTED:
         return "true"
     stopped = [run for run in RECORDS[record].run_names if not Path(f"results/{run}/validation.json").is_file()]
-    reason = (f"run {stopped[0]} stopped before validation (logs/{stopped[0]}/)" if stopped
-              else "the comparison did not finish (logs/reproduce/)")
-    return (f"{SOAKLAB} record incomplete {shlex.quote(record)} --out {shlex.quote(str(out))}"
-            f" --reason {shlex.quote(reason)}")
+    reason = (
+        f"run {stopped[0]} stopped before validation (logs/{stopped[0]}/)"
+        if stopped
+        else "the comparison did not finish (logs/reproduce/)"
+    )
+    return (
+        f"{SOAKLAB} record incomplete {shlex.quote(record)} --out {shlex.quote(str(out))}"
+        f" --reason {shlex.quote(reason)}"
+    )

@@ -20,7 +20,9 @@ rule compare_record:
         code=code_of("record compare"),
     output:
         comparison="results/reproduce/{record}/comparison.json",
-        page=report("results/reproduce/{record}/comparison.html", category="reproduce", caption="../report/comparison.rst"),
+        page=report(
+            "results/reproduce/{record}/comparison.html", category="reproduce", caption="../report/comparison.rst"
+        ),
     log:
         "logs/reproduce/{record}/compare_record.log",
     threads: 1

@@ -53,7 +53,8 @@ def verdict_lines(comparison: dict[str, Any]) -> list[str]:
     lines = [headline(comparison)]
     for row in comparison["figures"]:
         if row["verdict"] != "pass":
-            lines.append(f"  {row['verdict']}: {row['name']}: {row.get('detail') or (row.get('record'), row.get('now'))}")
+            detail = row.get("detail") or f"{row.get('record')} on record, {row.get('now')} now"
+            lines.append(f"  {row['verdict']}: {row['name']}: {detail}")
     return lines
 
 

@@ -77,7 +77,8 @@ def locked(record: Record) -> Iterator[None]:
 
 def provenance_of(record: Record, snaps: dict[str, dict[str, Any]], command: list[str]) -> dict[str, Any]:
     first = next(iter(snaps.values()))
-    return {"record": record.name, "commit": first["commit"], "dirty": first["dirty"], "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    return {"record": record.name, "commit": first["commit"], "dirty": first["dirty"],
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": command, "machine_kind": first["machine_kind"], "versions": first["versions"],
             "runs": {label: snap["run"] for label, snap in snaps.items()}}
 
