@@ -19,7 +19,9 @@ DAG_OWNED_KEYS = {"training.log_dir": "the DAG writes each run to results/{run}/
 def _standalone(module):
     """A package module that needs nothing but the standard library (and what Snakemake itself
     imports), loaded by path: the DAG plans before (and without) importing soaklab."""
-    spec = importlib.util.spec_from_file_location(f"soaklab_{module.replace('/', '_')}", PKG / f"{module}.py")
+    spec = importlib.util.spec_from_file_location(
+        "soaklab_{}".format(module.replace(os.sep, "_")), PKG / f"{module}.py"
+    )
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = loaded  # dataclasses look their module up there
     spec.loader.exec_module(loaded)
@@ -254,3 +256,14 @@ def incomplete_command(record):
         f"{SOAKLAB} record incomplete {shlex.quote(record)} --out {shlex.quote(str(out))}"
         f" --reason {shlex.quote(reason)}"
     )
+
+
+def record_inputs(wildcards):
+    """The reproduced runs' outputs, the spec, and the artifacts of record that exist (a record made
+    anew replans the comparison; one never made is refused by the command, naming the fix)."""
+    record = RECORDS[wildcards.record]
+    files = [str(record.folder / records_plan.SPEC), *map(str, record.artifact_files())]
+    for run in record.run_names:
+        files += [f"results/{run}/{name}" for name in ("validation.json", "soak.json", "run_config.json")]
+        files.append(f"results/{run}/train")
+    return files

@@ -3,17 +3,6 @@
 # the comparison; reproduce_verdict fails the workflow on a `fail`, after the comparison is written.
 
 
-def record_inputs(wildcards):
-    """The reproduced runs' outputs, the spec, and the artifacts of record that exist (a record made
-    anew replans the comparison; one never made is refused by the command, naming the fix)."""
-    record = RECORDS[wildcards.record]
-    files = [str(record.folder / records_plan.SPEC), *map(str, record.artifact_files())]
-    for run in record.run_names:
-        files += [f"results/{run}/{name}" for name in ("validation.json", "soak.json", "run_config.json")]
-        files.append(f"results/{run}/train")
-    return files
-
-
 rule compare_record:
     input:
         record=record_inputs,
