@@ -17,6 +17,9 @@
 # detached and collect $OUT with calls that follow each other (scripts/gpu/README.md).
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
+# Collecting calls wait on this pid (`kill -0`), never on `pgrep -f records.sh`, which matches the
+# waiting command's own text and so waits out its whole limit (it did, 2026-12-01).
+echo $$ >/root/records.pid
 here=$(pwd)
 work=/root/records-work
 stage() { echo "== $(date -u +%T) $*"; }
@@ -74,3 +77,4 @@ for name in ${RECORDS-gpu-soak-1024 gpu-throughput-4096}; do
 done
 python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
 stage "done"
+rm -f /root/records.pid

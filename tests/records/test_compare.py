@@ -1,0 +1,68 @@
+"""The comparison rules on figures made here: exact series, ratio bands, the bootstrap A/B of seeds,
+and reproductions that cannot be compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soaklab.records.compare import bootstrap_row, compare, first_difference, ratio_row
+from soaklab.records.plan import Figure, Record, RecordRun
+
+
+def test_first_difference_names_the_earliest_step_and_its_series():
+    record = {"Loss/critic": [[0, 1.0], [1, 2.0], [2, 3.0]], "Train/step_reward": [[0, 0.5], [1, 0.25]]}
+    assert first_difference(record, record) is None
+    now = {"Loss/critic": [[0, 1.0], [1, 2.0], [2, 3.5]], "Train/step_reward": [[0, 0.5], [1, 0.5]]}
+    assert first_difference(record, now) == {"series": "Train/step_reward", "step": 1, "record": 0.25, "now": 0.5}
+    shorter = {"Loss/critic": [[0, 1.0]], "Train/step_reward": record["Train/step_reward"]}
+    assert first_difference(record, shorter)["step"] == 1
+    assert first_difference(record, {"Loss/critic": record["Loss/critic"]})["series"] == "Train/step_reward"
+
+
+def test_a_ratio_inside_its_band_passes_and_outside_fails():
+    figure = Figure("env_steps_per_s", "ratio", band=(0.9, 1.1))
+    assert ratio_row(figure, [100.0, 102.0, 98.0], [104.0, 101.0, 99.0])["verdict"] == "pass"
+    row = ratio_row(figure, [100.0, 102.0, 98.0], [80.0, 81.0, 79.0])
+    assert row["verdict"] == "fail" and abs(row["ratio"] - 0.8) < 1e-9
+    assert ratio_row(figure, [100.0], [None])["verdict"] == "fail"
+
+
+def test_the_bootstrap_detects_a_real_change_and_not_seed_noise():
+    figure = Figure("mean_reward", "bootstrap", tolerance=0.15, relative=True, at_env_steps=8_600_000)
+    record = [7.9, 7.6, 7.8]
+    same = bootstrap_row(figure, record, [7.5, 8.0, 7.7])
+    assert same["verdict"] == "pass" and same["interval"][0] <= 0 <= same["interval"][1]
+    ablated = bootstrap_row(figure, record, [4.9, 4.6, 4.8])
+    assert ablated["verdict"] == "fail" and ablated["interval"][1] < -ablated["tolerance"]
+    assert ablated["rank_test_p"] is not None and "interval" in ablated["detail"]
+    # The interval is a function of the figures: the same inputs, the same verdict.
+    assert bootstrap_row(figure, record, [4.9, 4.6, 4.8])["interval"] == ablated["interval"]
+
+
+def _record(exact: bool, figures: tuple[Figure, ...]) -> Record:
+    run = {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco", "overrides": {"env.seed": 1, "algo.seed": 1}}
+    return Record("probe", Path("records/probe"), "", "cpu", exact, (RecordRun(1, "rec-probe-seed1", run),), figures, ())
+
+
+def _snap(series, fps, machine="cpu: X x2", torch="2.13.0+cpu"):
+    return {"run": "rec-probe-seed1", "machine_kind": machine, "commit": "c",
+            "versions": {"python": "3.11", "torch": torch, "mujoco": "4.0.0", "warp": None, "mujoco_warp": None},
+            "series": series, "weights_sha256": "sha256:" + "0" * 64, "validation": [["leak verdict", True]],
+            "figures": {"env_steps_per_s": fps}, "overrides": {"env.seed": 1, "algo.seed": 1}}
+
+
+def test_compare_verdicts_and_not_comparable():
+    record = _record(True, (Figure("env_steps_per_s", "ratio", band=(0.5, 2.0)),))
+    snap = _snap({"Loss/critic": [[0, 1.0]]}, 100.0)
+    provenance = {"machine_kind": snap["machine_kind"], "versions": snap["versions"], "commit": "c"}
+    passed = compare(record, provenance, {"seed1": snap}, {"seed1": _snap({"Loss/critic": [[0, 1.0]]}, 120.0)})
+    assert passed["verdict"] == "pass" and passed["first_difference"] is None and passed["changes"] == {}
+    failed = compare(record, provenance, {"seed1": snap}, {"seed1": _snap({"Loss/critic": [[0, 1.5]]}, 120.0)})
+    assert failed["verdict"] == "fail"
+    assert failed["first_difference"] == {"run": "seed1", "series": "Loss/critic", "step": 0, "record": 1.0, "now": 1.5}
+    other = compare(record, provenance, {"seed1": snap}, {"seed1": _snap({"Loss/critic": [[0, 1.5]]}, 100.0,
+                                                                          torch="2.14.0+cpu")})
+    assert other["verdict"] == "not_comparable" and "torch" in other["reason"]
+    assert {row["verdict"] for row in other["figures"]} == {"not_comparable"}
+    machine = compare(record, provenance, {"seed1": snap}, {"seed1": _snap(snap["series"], 100.0, machine="cpu: Y x8")})
+    assert machine["verdict"] == "not_comparable" and "machine kind" in machine["reason"]

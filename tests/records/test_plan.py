@@ -1,0 +1,106 @@
+"""Record specs: the records of the repository load, and every malformed spec is one exit-2 line
+naming the record and the field, through the real CLI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from soaklab.records.plan import load_records, run_name, selected, workflow_run_check
+from tests.conftest import REPO
+
+GOOD = {
+    "description": "a record under test",
+    "machine": "cpu",
+    "seeds": [1],
+    "run": {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco",
+            "overrides": {"algo.num_envs": 4, "algo.max_iterations": 10},
+            "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 1, "startup_timeout_seconds": 60,
+                     "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 1}},
+    "compare": {"exact": True, "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.5, 2.0]}]},
+}
+
+
+def test_the_repository_records_load_and_name_their_runs():
+    records = load_records(REPO / "records", workflow_run_check(REPO))
+    assert {"ci-dag", "cpu-g1-soak", "gpu-learning"} <= set(records)
+    assert records["ci-dag"].run_names == ["rec-ci-dag-seed1"]
+    assert records["gpu-learning"].run_names == [run_name("gpu-learning", s) for s in (1, 2, 3)]
+    assert records["gpu-learning"].runs[1].run["overrides"]["env.seed"] == 2
+    assert set(selected(records, None)) == {n for n, r in records.items() if r.machine == "cpu"}
+
+
+def _root(tmp_path: Path, spec: dict) -> Path:
+    (tmp_path / "workflow").mkdir()
+    shutil.copytree(REPO / "workflow" / "schemas", tmp_path / "workflow" / "schemas")
+    (tmp_path / "records" / "probe").mkdir(parents=True)
+    (tmp_path / "records" / "probe" / "record.yaml").write_text(yaml.safe_dump(spec))
+    return tmp_path
+
+
+def _check(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "soaklab", "record", "check", "--records", str(root / "records")],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_good_spec_checks(tmp_path):
+    proc = _check(_root(tmp_path, GOOD))
+    assert proc.returncode == 0, proc.stderr
+    assert "record probe: ok" in proc.stdout and "no artifacts of record yet" in proc.stdout
+
+
+def _edit(path: str, value):
+    spec = yaml.safe_load(yaml.safe_dump(GOOD))
+    node = spec
+    keys = path.split("/")
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if value is None:
+        del node[keys[-1]]
+    else:
+        node[int(keys[-1]) if isinstance(node, list) else keys[-1]] = value
+    return spec
+
+
+@pytest.mark.parametrize(("path", "value", "words"), [
+    ("machine", "tpu", "machine"),
+    ("seeds", [], "seeds"),
+    ("compare/figures/0/name", "fps", "compare.figures[0].name: 'fps' is not a figure"),
+    ("compare/figures/0/band", [1.5, 2.0], "compare.figures[0].band"),
+    ("compare/figures/0/rule", "bootstrap", "compare.figures[0].rule"),
+    ("compare/figures", [{"name": "timeout_fraction", "rule": "bootstrap", "tolerance": 0.1}],
+     "compare.figures[0].at_env_steps: required"),
+    ("compare/figures", [{"name": "mean_reward", "rule": "bootstrap", "tolerance": 0.1, "at_env_steps": 10_000}],
+     "past the run's last env step"),
+    ("compare/figures", [{"name": "mean_reward", "rule": "bootstrap", "at_env_steps": 8}],
+     "compare.figures[0].tolerance: required"),
+    ("run/overrides/env.seed", 3, "run.overrides.env.seed: set by seeds"),
+    ("run/soak/min_duration_seconds", -1, "run: soak.min_duration_seconds"),
+    ("run/sim", "bullet", "run: sim"),
+    ("description", None, "description"),
+])
+def test_a_malformed_spec_is_one_line_naming_the_field(tmp_path, path, value, words):
+    proc = _check(_root(tmp_path, _edit(path, value)))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "records/probe" in lines[0] and words in lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_gpu_spec_cannot_ask_for_bitwise_series(tmp_path):
+    spec = _edit("machine", "gpu")
+    proc = _check(_root(tmp_path, spec))
+    assert proc.returncode == 2 and "compare.exact" in proc.stderr
+
+
+def test_a_tracking_figure_of_a_task_that_logs_none(tmp_path):
+    spec = _edit("run/task", "cartpole_swingup")
+    spec["compare"]["figures"] = [{"name": "body_pos_error_m", "rule": "bootstrap", "tolerance": 0.1,
+                                   "at_env_steps": 8}]
+    proc = _check(_root(tmp_path, spec))
+    assert proc.returncode == 2 and "not by task cartpole_swingup" in proc.stderr
