@@ -112,7 +112,7 @@ def run_workflow(record: Record, cores: int, directory: Path | None, extra: list
     root = record.folder.resolve().parent.parent
     targets = [f"results/{name}/validation.json" for name in record.run_names]
     command = [sys.executable, "-m", "snakemake", *targets, "-s", str(root / "Snakefile"), "--cores", str(cores),
-               "--forcerun", "resolve_config", "--config", f"reproduce={record.name}",
+               "--forcerun", "resolve_config", "--rerun-incomplete", "--config", f"reproduce={record.name}",
                *(["--directory", str(directory)] if directory else []), *extra]
     print(f"record {record.name}: running {len(targets)} run(s): {' '.join(record.run_names)}", flush=True)
     try:
