@@ -41,7 +41,8 @@ def test_the_bootstrap_detects_a_real_change_and_not_seed_noise():
 
 def _record(exact: bool, figures: tuple[Figure, ...]) -> Record:
     run = {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco", "overrides": {"env.seed": 1, "algo.seed": 1}}
-    return Record("probe", Path("records/probe"), "", "cpu", exact, (RecordRun(1, "rec-probe-seed1", run),), figures, ())
+    runs = (RecordRun(1, "rec-probe-seed1", run),)
+    return Record("probe", Path("records/probe"), "", "cpu", exact, runs, figures, ())
 
 
 def _snap(series, fps, machine="cpu: X x2", torch="2.13.0+cpu"):
