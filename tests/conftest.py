@@ -141,3 +141,53 @@ def make_g1(g1_assets):
     yield build
     for env in made:
         env.close()
+
+
+# ---- `covers` markers: the support matrix's "Tested" evidence (soaklab.support.inventory) ----------
+# A test marked @pytest.mark.covers("algo/task/sim/device/ranks") claims that it trains that
+# configuration. The claim is checked here: once the test passed, some completed run_summary.json
+# under its tmp_path must be of that configuration, else the test errors.
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "covers(configuration): trains algo/task/sim/device/ranks (checked here; "
+                            "the support matrix reads it)")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_PASSED] = report.passed
+    return report
+
+
+CALL_PASSED = pytest.StashKey[bool]()
+
+
+def trained_configurations(root: Path) -> set[str]:
+    found = set()
+    for path in root.rglob("run_summary.json"):
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if summary.get("status") == "completed" and "learner_device" in summary:
+            device = str(summary["learner_device"]).split(":")[0]
+            found.add(f"{summary['algo']}/{summary['task']}/{summary['sim']}/{device}/{summary['ranks']}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _covers_holds(request):
+    claims = [m.args[0] for m in request.node.iter_markers("covers")]
+    if not claims:
+        yield
+        return
+    tmp = request.getfixturevalue("tmp_path")
+    yield
+    if request.node.stash.get(CALL_PASSED, False):
+        trained = trained_configurations(tmp)
+        missing = [c for c in claims if c not in trained]
+        if missing:
+            pytest.fail(f"marked covers({missing[0]!r}) but its runs trained {sorted(trained) or 'nothing'}")

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -271,6 +272,7 @@ def cmd_record_compare(args: argparse.Namespace) -> int:
     record = store.load(args.records, args.name)
     provenance, recorded = store.read_recorded(record)
     comparison = compare(record, provenance, recorded, store.take_all(record, args.results))
+    comparison["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     write_comparison(comparison, args.out, args.html)
     print(f"{headline(comparison)}; {args.out}")
     return 0
@@ -285,6 +287,37 @@ def cmd_record_verdict(args: argparse.Namespace) -> int:
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(comparison["verdict"] + "\n")
+    return 0
+
+
+def cmd_record_keep(args: argparse.Namespace) -> int:
+    from soaklab.records import store
+    from soaklab.records.outcome import read_comparison
+
+    comparison = args.comparison or args.results / "reproduce" / args.name / "comparison.json"
+    path = store.keep(args.records, args.name, read_comparison(comparison))
+    print(f"record {args.name}: reproduction kept in {path}; `soaklab support-matrix` reads it")
+    return 0
+
+
+def cmd_support_matrix(args: argparse.Namespace) -> int:
+    from soaklab.jsonfiles import write_text_atomic
+    from soaklab.support.matrix import differences, outputs
+
+    root = Path.cwd()
+    expected = outputs(root)
+    if args.check:
+        diff = differences(root, expected)
+        if diff:
+            print("\n".join(diff))
+            print(f"support-matrix: {', '.join(str(p) for p in expected)} differ from the generator's; "
+                  "run `soaklab support-matrix` and commit the result", file=sys.stderr)
+            return 1
+        print(f"support-matrix: {', '.join(str(p) for p in expected)} match the generator")
+        return 0
+    for rel, text in expected.items():
+        write_text_atomic(root / rel, text)
+    print(f"support-matrix: wrote {', '.join(str(p) for p in expected)}")
     return 0
 
 
@@ -550,6 +583,13 @@ def build_parser() -> argparse.ArgumentParser:
     incomplete.add_argument("--out", type=Path, required=True, help="the comparison JSON")
     incomplete.add_argument("--reason", required=True, help="why it stopped")
     incomplete.set_defaults(func=cmd_record_incomplete)
+    keep = record.add_parser("keep", help="keep a passing reproduction in the record (the support matrix's evidence)")
+    keep.add_argument("name", metavar="NAME", help="the record")
+    keep.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    keep.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
+    keep.add_argument("--comparison", type=Path,
+                      help="the comparison JSON (default: RESULTS/reproduce/NAME/comparison.json)")
+    keep.set_defaults(func=cmd_record_keep)
     update = record.add_parser("update", help="rerun a record's seeds through the workflow and rewrite the record")
     update.add_argument("name", metavar="NAME", help="the record")
     update.add_argument("--records", type=Path, default=Path("records"), help=records_help)
@@ -558,6 +598,12 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
                         help="further Snakemake arguments after --, such as --configfile local.yaml")
     update.set_defaults(func=cmd_record_update)
+
+    matrix = sub.add_parser("support-matrix", help="write docs/support-matrix.md and .json from the validation "
+                            "inventory (docs/support-levels.md)")
+    matrix.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 with a diff when the committed files differ from the generator's")
+    matrix.set_defaults(func=cmd_support_matrix)
 
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
                                                                                   metavar="ACTION")

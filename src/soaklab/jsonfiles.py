@@ -21,20 +21,23 @@ def umask() -> int:
     return 0o022
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON through a temporary file and rename, so readers never see half a file. The file
-    gets the mode any new file would (mkstemp's own is 0600)."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so readers never see half a file. The file gets
+    the mode any new file would (mkstemp's own is 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2)
-            fh.write("\n")
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -23,6 +23,7 @@ def soaklab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           timeout=900, check=False)
 
 
+@pytest.mark.covers("flashsac/g1_motion_tracking/mjwarp/cuda/1")
 def test_start_train_through_mps_stop(tmp_path, record_cache, g1_assets):
     env = dict(os.environ, SOAKLAB_MPS_RECORD_DIR=str(record_cache), PYTHONUNBUFFERED="1")
     env.pop("CUDA_MPS_PIPE_DIRECTORY", None)

@@ -62,7 +62,10 @@ def test_capacity_two_reaches_two_in_flight(start_train):
     assert_invariants(run.manifest, 20, 8, 8)
 
 
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+@pytest.mark.parametrize("algo", [
+    pytest.param("sac", marks=pytest.mark.covers("sac/cartpole_swingup/mujoco/cpu/1")),
+    pytest.param("flashsac", marks=pytest.mark.covers("flashsac/cartpole_swingup/mujoco/cpu/1")),
+])
 def test_both_agents_run(start_train, algo):
     run = start_train("algo.max_iterations=12", algo=algo, name=algo)
     assert run.wait() == 0, run.output()

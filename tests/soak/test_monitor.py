@@ -206,6 +206,7 @@ def test_bad_input_is_refused_before_anything_is_spawned(start_soak, flags, word
     assert not run.log_dir.exists() and not run.output.exists()
 
 
+@pytest.mark.covers("sac/cartpole_swingup/mujoco/cpu/2")
 def test_two_ranks_are_watched_and_validated(start_soak, tmp_path):
     """A data-parallel soak: the monitor samples every rank's learner and collector, and
     `soaklab validate` checks the rank evidence (docs/runtime.md, "Data parallelism")."""

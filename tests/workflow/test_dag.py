@@ -41,6 +41,7 @@ def test_gpu_overlays_plan_their_runs_only_each_with_its_gpus(project, overlay, 
     assert {run: int(n) for run, n in soak_gpus.items()} == runs
 
 
+@pytest.mark.covers("flashsac/g1_motion_tracking/mujoco/cpu/1")
 def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     root, work, _ = project
     proc = snakemake(project, "soak")

@@ -73,8 +73,9 @@ def simulated_host(text: str) -> HostCapabilities:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        if "cuda_free_bytes" in values:
-            values["cuda_free_bytes"] = tuple(int(v) for v in values["cuda_free_bytes"])
+        for key in ("cuda_free_bytes", "cpu_ids"):
+            if key in values:
+                values[key] = tuple(int(v) for v in values[key])
         shm_free, mem_available = _probe_memory()
         values.setdefault("shm_free_bytes", shm_free)
         values.setdefault("mem_available_bytes", mem_available)

@@ -147,7 +147,7 @@ def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabil
     training = config["training"]
     return resolve_ranks(training.get("dp_ranks"), training.get("dp_collector_cpu_ids"), training["device"],
                          devices.learner, host.cuda_device_count, training.get("cuda_process_sharing"),
-                         usable_cpus())
+                         host.cpu_ids or usable_cpus())
 
 
 def layout_of(settings: RuntimeSettings, task: str) -> Layout:

@@ -24,6 +24,10 @@ from soaklab.jsonfiles import write_json_atomic
 from soaklab.records import snapshot
 from soaklab.records.plan import PROVENANCE, RUNS, SNAPSHOT, SPEC, Record, RecordError, load_record, workflow_run_check
 
+# A passing reproduction kept beside the record: the evidence of its Benchmarked level in the support
+# matrix (soaklab.support), valid while the record it reproduced stands.
+REPRODUCED = "reproduced.json"
+
 # Run outputs kept beside each snapshot, as evidence a person can open (the soak JSON without its
 # per-second samples).
 KEPT = ("run_config.json", "metrics.json", "validation.json")
@@ -148,3 +152,34 @@ def update(records: Path, name: str, cores: int, directory: Path | None, extra: 
         for run in record.run_names:
             shutil.rmtree(results / run, ignore_errors=True)
     return record, (compare(record, old[0], old[1], snaps) if old else None)
+
+
+def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
+    """Keep a reproduction of record `name` in the record's folder: only a complete, passing one of
+    the record as it stands now, made without record_overrides."""
+    record = load(records, name)
+    where = f"record {name}"
+    if comparison.get("record") != name:
+        raise InvalidInput(f"{where}: the comparison is of record {comparison.get('record')!r}")
+    if comparison["verdict"] != "pass":
+        raise InvalidInput(f"{where}: the comparison's verdict is {comparison['verdict']}; only a pass is kept")
+    if comparison.get("changes"):
+        raise InvalidInput(f"{where}: the reproduction changed {', '.join(sorted(comparison['changes']))} "
+                           "(record_overrides): an A/B is not a reproduction")
+    with locked(record):
+        provenance, _ = read_recorded(record)
+        if (comparison.get("commit") or {}).get("record") != provenance.get("commit"):
+            raise InvalidInput(f"{where}: the comparison is against an earlier record "
+                               f"(commit {(comparison.get('commit') or {}).get('record')}); reproduce it again")
+        kept = {"record": name, "verdict": "pass",
+                "date": comparison.get("date") or datetime.now(UTC).isoformat(timespec="seconds"),
+                "commit": (comparison.get("commit") or {}).get("now"),
+                "machine": (comparison.get("machine") or {}).get("now"),
+                "versions": (comparison.get("versions") or {}).get("now"),
+                "of_record": {"commit": provenance.get("commit"), "date": provenance.get("date")},
+                "runs": comparison.get("runs"),
+                "figures": [{k: row.get(k) for k in ("name", "rule", "record", "now", "verdict")}
+                            for row in comparison["figures"]]}
+        path = record.folder / REPRODUCED
+        write_json_atomic(path, kept)
+    return path

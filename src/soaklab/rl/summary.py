@@ -158,6 +158,9 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "algo": r.composed.algo,
         "task": r.composed.task,
         "sim": r.composed.sim,
+        # What the support matrix's `covers` markers are checked against (tests/conftest.py).
+        "learner_device": r.devices.learner,
+        "ranks": r.ranks.world_size,
         "config_hash": r.record()["config_hash"],
         "completed_iterations": learner.iteration,
         "total_env_steps": env_steps,

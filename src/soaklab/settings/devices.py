@@ -40,6 +40,10 @@ class HostCapabilities:
     rocm: bool = False
     shm_free_bytes: int = 0
     mem_available_bytes: int = 0
+    # The cores this host gives a run's collectors; () means this process's own affinity. A described
+    # host names them, so that a plan made for another machine (the support matrix) does not depend
+    # on the cores of the machine making it.
+    cpu_ids: tuple[int, ...] = ()
     source: str = "probed"
 
     @property
@@ -49,6 +53,9 @@ class HostCapabilities:
     def as_record(self) -> dict[str, Any]:
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["cuda_free_bytes"] = list(self.cuda_free_bytes)
+        record["cpu_ids"] = list(self.cpu_ids)
+        if not self.cpu_ids:  # probed: the run config records the plan's cores, not the host's
+            del record["cpu_ids"]
         return record
 
 

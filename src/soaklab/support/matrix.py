@@ -1,0 +1,177 @@
+"""The support matrix: each configuration's level, decided here and nowhere else, from the
+validation inventory (soaklab.support.inventory; docs/support-matrix.md).
+
+    Refused       the settings contract refuses it on its reference host (the line says why)
+    Configured    it resolves and validates against the settings contract
+    Tested        configured, and a CI test or the CI DAG runs it
+    Benchmarked   configured, and a record of it was reproduced within its bands (kept reproduction)
+    Recommended   benchmarked, every learning threshold of its records met on the runs of record, and
+                  a record of it soaked for 30 minutes or more with a clean leak verdict
+
+Tested is what CI proves and Benchmarked what a record proves; a GPU configuration can be
+Benchmarked without being Tested, since CI has no GPU. A passing soak on someone's machine promotes
+nothing: only evidence committed to the repository counts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soaklab.records.plan import PROVENANCE, Record
+from soaklab.support.figures import README, readme_with_table
+from soaklab.support.inventory import Evidence, inventory, reproduction, snapshots
+
+LEVELS = ("Refused", "Configured", "Tested", "Benchmarked", "Recommended")
+RECOMMENDED_SOAK_S = 1800.0
+MARKDOWN = Path("docs/support-matrix.md")
+JSON_OUT = Path("docs/support-matrix.json")
+
+
+@dataclass(frozen=True)
+class Row:
+    evidence: Evidence
+    level: str
+    benchmarked_by: dict[str, Any] | None  # record, date, commit, machine of the kept reproduction
+    reasons: tuple[str, ...]  # why it is not one level higher (or why it is refused)
+
+
+def kept_reproduction(record: Record) -> tuple[dict[str, Any] | None, str]:
+    """The record's kept reproduction when it passed against the record as it stands, else why not."""
+    kept = reproduction(record)
+    if kept is None:
+        return None, f"record {record.name}: no kept reproduction (`soaklab record keep {record.name}`)"
+    provenance = json.loads((record.folder / PROVENANCE).read_text()) if (record.folder / PROVENANCE).is_file() else {}
+    if kept.get("of_record") != {"commit": provenance.get("commit"), "date": provenance.get("date")}:
+        return None, f"record {record.name}: its kept reproduction is of an earlier record"
+    if kept.get("verdict") != "pass":
+        return None, f"record {record.name}: its kept reproduction's verdict is {kept.get('verdict')}"
+    return {"record": record.name, "date": kept["date"], "commit": kept["commit"],
+            "machine": kept["machine"]}, ""
+
+
+def thresholds_met(record: Record) -> tuple[bool, str]:
+    if not record.thresholds:
+        return False, f"record {record.name}: no learning threshold"
+    snaps = snapshots(record)
+    for threshold in record.thresholds:
+        key = threshold.figure.key
+        values = [s["figures"].get(key) for s in snaps]
+        if not values or any(v is None for v in values):
+            return False, f"record {record.name}: {key} not on record"
+        mean = sum(values) / len(values)
+        low, high = threshold.low, threshold.high
+        if (low is not None and mean < low) or (high is not None and mean > high):
+            return False, f"record {record.name}: {key} = {mean:.3g} on record, outside its threshold"
+    return True, ""
+
+
+def long_clean_soak(record: Record) -> tuple[bool, str]:
+    snaps = snapshots(record)
+    if not snaps:
+        return False, f"record {record.name}: no runs of record"
+    for snap in snaps:
+        soak = snap["soak"]
+        if (soak.get("duration_s") or 0) < RECOMMENDED_SOAK_S or soak.get("leak_status") != "clean":
+            return False, (f"record {record.name}: soaked {soak.get('duration_s') or 0:.0f} s "
+                           f"(leak {soak.get('leak_status')}); Recommended needs >= {RECOMMENDED_SOAK_S:.0f} s, clean")
+    return True, ""
+
+
+def decide(evidence: Evidence) -> Row:
+    if evidence.refusal is not None:
+        return Row(evidence, "Refused", None, (evidence.refusal,))
+    ci_tests = [t for t in evidence.tests if not t.gpu]
+    tested = bool(ci_tests or evidence.ci_runs)
+    reasons: list[str] = []
+    benchmarked = None
+    for record in evidence.records:
+        kept, why = kept_reproduction(record)
+        if kept is not None:
+            benchmarked = benchmarked or kept
+        else:
+            reasons.append(why)
+    if benchmarked is None:
+        if not evidence.records:
+            reasons.append("no record")
+        if not tested:
+            reasons.insert(0, "no CI test or CI DAG run")
+        return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons))
+    learned = [thresholds_met(r) for r in evidence.records]
+    soaked = [long_clean_soak(r) for r in evidence.records]
+    if any(ok for ok, _ in learned) and any(ok for ok, _ in soaked):
+        return Row(evidence, "Recommended", benchmarked, ())
+    missing = [why for ok, why in learned + soaked if not ok]
+    return Row(evidence, "Benchmarked", benchmarked, tuple(missing))
+
+
+def generate(root: Path) -> list[Row]:
+    return [decide(e) for e in inventory(root)]
+
+
+def _tested_cell(evidence: Evidence) -> str:
+    parts = [f"`{t.node}`" + (" (GPU machine)" if t.gpu else "") for t in evidence.tests]
+    parts += list(evidence.ci_runs)
+    return "<br>".join(parts) or "—"
+
+
+def _record_cell(row: Row) -> str:
+    if row.benchmarked_by:
+        b = row.benchmarked_by
+        return (f"[{b['record']}](../records/{b['record']}/) reproduced {b['date'][:10]}, "
+                f"`{str(b['commit'])[:10]}`, {b['machine']}")
+    return ", ".join(f"[{r.name}](../records/{r.name}/)" for r in row.evidence.records) or "—"
+
+
+def markdown(rows: list[Row]) -> str:
+    counts = {level: sum(r.level == level for r in rows) for level in LEVELS}
+    lines = [
+        "# Support matrix",
+        "",
+        "<!-- Generated by `soaklab support-matrix`; CI fails when this file differs from what it writes. -->",
+        "",
+        "Every algo × task × sim × device × ranks configuration soaklab has an owner config for, at the level",
+        "its evidence in this repository supports. Only the generator decides a level (how: "
+        "[support-levels.md](support-levels.md)).",
+        "",
+        "Levels: " + ", ".join(f"{level} {counts[level]}" for level in LEVELS) + ".",
+        "",
+        "| algo | task | sim | device | ranks | level | tested by | record | not higher because |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        c = row.evidence.combination
+        why = "; ".join(row.reasons).replace("|", "\\|") or "—"
+        lines.append(f"| {c.algo} | {c.task} | {c.sim} | {c.device} | {c.ranks} | **{row.level}** | "
+                     f"{_tested_cell(row.evidence)} | {_record_cell(row)} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(rows: list[Row]) -> dict[str, Any]:
+    return {"levels": list(LEVELS), "configurations": [
+        {"configuration": r.evidence.combination.key, "level": r.level,
+         "tests": [{"node": t.node, "gpu_machine": t.gpu} for t in r.evidence.tests],
+         "ci_runs": list(r.evidence.ci_runs), "records": [rec.name for rec in r.evidence.records],
+         "benchmarked_by": r.benchmarked_by, "reasons": list(r.reasons)} for r in rows]}
+
+
+def outputs(root: Path) -> dict[Path, str]:
+    """Every file the inventory decides: the matrix (Markdown and JSON) and the README's records table."""
+    rows = generate(root)
+    return {MARKDOWN: markdown(rows), JSON_OUT: json.dumps(as_json(rows), indent=2) + "\n",
+            README: readme_with_table(root)}
+
+
+def differences(root: Path, expected: dict[Path, str]) -> list[str]:
+    """A unified diff of each committed file against what the generator writes now (empty: equal)."""
+    lines: list[str] = []
+    for rel, text in expected.items():
+        path = root / rel
+        current = path.read_text() if path.is_file() else ""
+        if current != text:
+            lines += difflib.unified_diff(current.splitlines(), text.splitlines(), f"{rel} (committed)",
+                                          f"{rel} (generated now)", lineterm="")
+    return lines

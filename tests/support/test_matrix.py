@@ -1,0 +1,173 @@
+"""The support matrix: the committed one is what the generator writes; each level follows from the
+evidence in a copy of the repository (kept reproductions, stale ones, thresholds, long soaks); a
+kept reproduction is only a passing, current one; a false `covers` marker fails its test."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from soaklab.records import store
+from soaklab.records.compare import compare
+from soaklab.support.figures import README
+from soaklab.support.matrix import JSON_OUT, MARKDOWN, generate, outputs
+from tests.conftest import REPO
+
+G1_CPU = "flashsac/g1_motion_tracking/mujoco/cpu/1"
+
+
+def soaklab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "soaklab", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """What the generator reads, in a scratch folder: the code, tests and configs linked, the
+    records and docs copied (the tests edit them)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("src", "tests", "config", ".test", "workflow"):
+        (root / name).symlink_to(REPO / name)
+    shutil.copytree(REPO / "records", root / "records")
+    (root / "docs").mkdir()
+    for rel in (MARKDOWN, JSON_OUT, README):
+        shutil.copyfile(REPO / rel, root / rel)
+    return root
+
+
+def level(root: Path, key: str) -> tuple[str, dict | None, tuple[str, ...]]:
+    row = next(r for r in generate(root) if r.evidence.combination.key == key)
+    return row.level, row.benchmarked_by, row.reasons
+
+
+def self_comparison(root: Path, name: str) -> dict:
+    """A real comparison of the record with its own runs of record: a reproduction that passes."""
+    record = store.load(root / "records", name)
+    provenance, recorded = store.read_recorded(record)
+    comparison = compare(record, provenance, recorded, json.loads(json.dumps(recorded)))
+    comparison["date"] = "2026-12-01T00:00:00+00:00"
+    return comparison
+
+
+def test_the_committed_matrix_is_the_generated_one():
+    done = soaklab("support-matrix", "--check", cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (REPO / MARKDOWN).read_text() == outputs(REPO)[MARKDOWN]
+
+
+def test_check_prints_the_difference_and_exits_1(repo):
+    text = (repo / MARKDOWN).read_text().replace("**Refused**", "**Recommended**", 1)
+    (repo / MARKDOWN).write_text(text)
+    done = soaklab("support-matrix", "--check", cwd=repo)
+    assert done.returncode == 1
+    assert "+| " in done.stdout and "**Refused**" in done.stdout and "support-matrix" in done.stderr
+    assert (repo / MARKDOWN).read_text() == text  # --check writes nothing
+    assert soaklab("support-matrix", cwd=repo).returncode == 0
+    assert soaklab("support-matrix", "--check", cwd=repo).returncode == 0
+
+
+def test_levels_follow_the_evidence(repo):
+    # CI runs it (the CI DAG and the cpu records): Tested, with no kept reproduction yet.
+    (repo / "records" / "ci-dag" / store.REPRODUCED).unlink(missing_ok=True)
+    (repo / "records" / "cpu-g1-soak" / store.REPRODUCED).unlink(missing_ok=True)
+    found, by, reasons = level(repo, G1_CPU)
+    assert found == "Tested" and by is None and any("no kept reproduction" in r for r in reasons)
+    # mjwarp on a cpu learner: the contract's own line.
+    found, _, reasons = level(repo, "sac/g1_motion_tracking/mjwarp/cpu/1")
+    assert found == "Refused" and "training.device" in reasons[0]
+    # A configuration only a GPU-machine test trains is not Tested (CI has no GPU).
+    assert level(repo, "flashsac/g1_motion_tracking/mjwarp/cuda/1")[0] == "Configured"
+
+    # A passing reproduction kept: Benchmarked, with its date, commit and machine.
+    comparison = self_comparison(repo, "ci-dag")
+    store.keep(repo / "records", "ci-dag", comparison)
+    found, by, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked"
+    assert by["record"] == "ci-dag" and by["date"].startswith("2026-12-01") and by["machine"].startswith("cpu")
+    assert any("no learning threshold" in r for r in reasons)
+
+    # A new record makes the kept reproduction stale: back to Tested.
+    provenance = repo / "records" / "ci-dag" / "provenance.json"
+    fresh = json.loads(provenance.read_text()) | {"date": "2026-12-02T00:00:00+00:00"}
+    provenance.write_text(json.dumps(fresh))
+    found, _, reasons = level(repo, G1_CPU)
+    assert found == "Tested" and any("earlier record" in r for r in reasons)
+
+
+def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
+    folder = repo / "records" / "ci-dag"
+    spec = yaml.safe_load((folder / "record.yaml").read_text())
+    spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1.0}]
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    snapshot_path = folder / "runs" / "seed1" / "snapshot.json"
+    snap = json.loads(snapshot_path.read_text())
+    assert snap["soak"]["duration_s"] < 1800
+    store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
+    found, _, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked" and any("Recommended needs >= 1800 s" in r for r in reasons)
+    # The same evidence with a 30-minute clean soak of record: Recommended.
+    snap["soak"] |= {"duration_s": 1800.0, "leak_status": "clean"}
+    snapshot_path.write_text(json.dumps(snap))
+    assert level(repo, G1_CPU)[0] == "Recommended"
+    # A threshold the runs of record miss: Benchmarked again, naming the figure.
+    spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1e9}]
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    found, _, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked" and any("env_steps_per_s" in r and "outside its threshold" in r for r in reasons)
+
+
+def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path):
+    folder = repo / "records" / "ci-dag"
+    (folder / store.REPRODUCED).unlink(missing_ok=True)
+    cases = {
+        "verdict is fail": lambda c: c | {"verdict": "fail"},
+        "an A/B is not a reproduction": lambda c: c | {"changes": {"algo.discount": 0.9}},
+        "against an earlier record": lambda c: c | {"commit": {"record": "0" * 40, "now": "c"}},
+        "the comparison is of record 'other'": lambda c: c | {"record": "other"},
+    }
+    for words, edit in cases.items():
+        path = tmp_path / "comparison.json"
+        path.write_text(json.dumps(edit(self_comparison(repo, "ci-dag"))))
+        done = soaklab("record", "keep", "ci-dag", "--comparison", str(path), cwd=repo)
+        assert done.returncode == 2 and words in done.stderr, (words, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert not (folder / store.REPRODUCED).exists()
+    path.write_text(json.dumps(self_comparison(repo, "ci-dag")))
+    done = soaklab("record", "keep", "ci-dag", "--comparison", str(path), cwd=repo)
+    assert done.returncode == 0, done.stderr
+    kept = json.loads((folder / store.REPRODUCED).read_text())
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert kept["of_record"] == {"commit": provenance["commit"], "date": provenance["date"]}
+
+
+FALSE_CLAIM = '''
+import json
+import pytest
+
+@pytest.mark.covers("sac/cartpole_swingup/mujoco/cpu/1")
+def test_claims_but_trains_nothing(tmp_path):
+    pass
+
+@pytest.mark.covers("sac/cartpole_swingup/mujoco/cpu/2")
+def test_claims_two_ranks_of_a_one_rank_run(tmp_path):
+    summary = {"status": "completed", "algo": "sac", "task": "cartpole_swingup", "sim": "mujoco",
+               "learner_device": "cpu", "ranks": 1}
+    (tmp_path / "run_summary.json").write_text(json.dumps(summary))
+'''
+
+
+def test_a_covers_marker_its_test_does_not_hold_fails_the_test(tmp_path):
+    (tmp_path / "test_claims.py").write_text(FALSE_CLAIM)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_claims.py")],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout
+    assert "2 passed, 2 errors in" in done.stdout
+    assert "marked covers('sac/cartpole_swingup/mujoco/cpu/1') but its runs trained nothing" in done.stdout
+    assert "but its runs trained ['sac/cartpole_swingup/mujoco/cpu/1']" in done.stdout
