@@ -9,8 +9,8 @@ run's last env step (the mean over the last `--window` env steps before it, in e
 PNG of both curves.
 
     .venv/bin/python benchmarks/gpu_reward_compare.py \\
-        --before benchmarks/gpu/soak-short-before/soak-console.log \\
-        --after benchmarks/gpu/soak-short/reward_curve.json --out benchmarks/gpu/reward_compare
+        --before benchmarks/archive/gpu/soak-short-before/soak-console.log \\
+        --after benchmarks/archive/gpu/soak-short/reward_curve.json --out benchmarks/archive/gpu/reward_compare
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """CapturedStep's eager path and its diagnostics (the captured path runs on the GPU machine: see
-benchmarks/gpu/README.md)."""
+benchmarks/archive/gpu/README.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 # The recipe run has GPU 0 to itself (under CUDA MPS when a daemon starts); the ablations share
 # the last visible GPU (no MPS: their env-step axis is what compares them). Results land in
 # $OUT/learning.tgz (one JSON and PNG per run, the trainers' logs); baselines.json is read from
-# benchmarks/gpu/learning/ (computed on the CPU: the task, not the learner, sets them).
+# benchmarks/archive/gpu/learning/ (computed on the CPU: the task, not the learner, sets them).
 #
 #   MINUTES=16 bash scripts/gpu/bootstrap.sh bash scripts/gpu/learning.sh
 #
@@ -15,7 +15,7 @@ minutes=${MINUTES:-16}
 work=/root/learning
 rm -rf "$work"
 mkdir -p "$work"
-cp benchmarks/gpu/learning/baselines.json "$work/" 2>/dev/null
+cp benchmarks/archive/gpu/learning/baselines.json "$work/" 2>/dev/null
 
 python3 -m soaklab assets pull --robot g1 >"$work/assets.log" 2>&1 || { cat "$work/assets.log"; exit 2; }
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)

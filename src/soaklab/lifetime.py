@@ -63,7 +63,7 @@ def exit_now(code: int) -> None:
     written and its children are gone. A data-parallel NCCL rank whose peer died has a collective
     kernel on its GPU that will never complete (the peer is gone); the teardown's garbage collection
     frees CUDA memory behind it and blocks until NCCL's watchdog aborts the process: measured 60 s and
-    SIGABRT after a correct summary (benchmarks/gpu/dp-x2/failure/). The driver ends the kernel with
+    SIGABRT after a correct summary (benchmarks/archive/gpu/dp-x2/failure/). The driver ends the kernel with
     the process."""
     import sys
 

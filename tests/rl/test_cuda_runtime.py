@@ -39,7 +39,7 @@ def train(tmp_path: Path, task: str, sim: str, *overrides: str, algo: str = "sac
 # What a clean shutdown of these short runs must not print: a multiprocessing semaphore nobody
 # unregistered. torch's one-time exit note "Producer process has been terminated before all shared
 # CUDA tensors released" still appears although both sides drop the CUDA ring first, and long runs
-# report one leaked semaphore at exit (benchmarks/gpu/README.md); neither is asserted on here.
+# report one leaked semaphore at exit (benchmarks/archive/gpu/README.md); neither is asserted on here.
 SHUTDOWN_WARNINGS = ("leaked semaphore",)
 
 

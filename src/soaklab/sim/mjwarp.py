@@ -11,7 +11,7 @@ backend gives the task. Warp runs on its own stream, ordered against torch's
 current stream with stream waits: no host synchronisation per step.
 
 Per-world contact and constraint sizes matter: oversizing them made stepping 5x
-slower on the H200 (benchmarks/gpu/README.md). For the G1 scene nconmax 48 holds
+slower on the H200 (benchmarks/archive/gpu/README.md). For the G1 scene nconmax 48 holds
 its contacts; njmax 256 holds their rows (up to 4 per foot contact) plus one per
 joint at its limit: 192 overflowed once policies drove joints to their limits
 (joint-limit action bounds, the bending-down reference). Overflow is never silent: mujoco_warp sets a
