@@ -345,6 +345,11 @@ def cmd_record_update(args: argparse.Namespace) -> int:
     return 0
 
 
+# What each writing command reads and writes (argparse destinations), checked by main before the
+# command runs: an output over an input is refused (soaklab.outpaths).
+READS_WRITES: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # filled below the commands
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -633,6 +638,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+READS_WRITES.update({  # as typed: --flags and positional metavars
+    cmd_config_resolve: (("--assets-manifest",), ("--out",)),
+    cmd_mps_ensure: (("--run-config",), ("--out",)),
+    cmd_soak: (("--run-config",), ("--output", "--evidence-dir")),
+    cmd_metrics: (("RUN_DIR",), ("--out", "--csv", "--plot", "--html")),
+    cmd_validate: (("--soak", "--run-dir", "--metrics", "--run-config"), ("--out", "--html")),
+    cmd_export: (("RUN_DIR", "--checkpoint"), ("--out",)),
+    cmd_play: (("RUN_DIR", "--checkpoint"), ("--out",)),
+    cmd_record_compare: (("--records",), ("--out", "--html")),
+    cmd_record_verdict: (("COMPARISON",), ("--out",)),
+    cmd_bench_backend: (("--assets-manifest",), ("--output",)),
+})
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    from soaklab.outpaths import dest, refuse_overlaps
+
+    reads, writes = READS_WRITES.get(args.func, ((), ()))
+    refuse_overlaps({f: getattr(args, dest(f), None) for f in reads},
+                    {f: getattr(args, dest(f), None) for f in writes})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -653,6 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     args.argv = argv  # the exact command, recorded by benchmarks
     try:
+        check_outputs(args)
         return int(args.func(args))
     except SoaklabError as exc:
         print(f"soaklab: error: {exc}", file=sys.stderr)

@@ -3,7 +3,10 @@ record runs plan through the usual rules into the comparison."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import sys
 
 import pytest
 import yaml
@@ -41,3 +44,46 @@ def test_an_unknown_record_is_refused(project):
     _with_record(project)
     proc = snakemake(project, "reproduce", "--config", "reproduce=nope")
     assert proc.returncode == 2 and "reproduce=nope: no record 'nope'" in proc.stderr
+
+
+def _digest(folder) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_reproduce_is_refused_and_a_failed_one_is_incomplete_and_leaves_the_record(project):
+    """Two reproduces of one record at once: Snakemake's lock on the working directory (or the first
+    one's in-flight job) refuses the second. A reproduction whose run fails: the comparison is marked incomplete, naming the run; the
+    record's files are byte for byte what they were."""
+    import subprocess
+    import time
+
+    folder = _with_record(project)
+    before = _digest(folder)
+    root, work, overlay = project
+    first = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "reproduce", "-s", str(root / "Snakefile"), "--directory", str(work),
+         "--cores", "1", "--configfile", str(overlay)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0", SOAKLAB_FAULT="kill_collector@5"))
+    try:
+        locks = work / ".snakemake" / "locks"
+        deadline = time.monotonic() + 300  # a bound for a stuck start, not a speed claim
+        while not (locks.is_dir() and any(locks.iterdir())):
+            assert first.poll() is None, first.stderr.read()
+            assert time.monotonic() < deadline, "the first reproduce never took its lock"
+            time.sleep(0.2)
+        second = snakemake(project, "reproduce")
+        # Refused by the lock, or, while the first has a job in flight, by that job's incomplete
+        # marker, which Snakemake checks first: either way before any job of its own starts.
+        assert second.returncode != 0, second.stderr
+        assert "cannot be locked" in second.stderr or "IncompleteFilesException" in second.stderr, second.stderr
+        assert "Select jobs to execute" not in second.stderr
+    finally:
+        code = first.wait(timeout=600)
+    assert code != 0
+    comparison = json.loads((work / "results/reproduce/ci-dag/comparison.json").read_text())
+    assert comparison["verdict"] == "incomplete" and "rec-ci-dag-seed1" in comparison["reason"]
+    assert _digest(folder) == before

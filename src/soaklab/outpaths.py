@@ -1,0 +1,34 @@
+"""Outputs never overwrite inputs: every command that writes compares the real paths of what it
+writes with the real paths of what it reads (symlinks and `..` resolved) and refuses, before reading
+or writing anything, an output that is an input, lies inside an input folder (a run dir is evidence),
+or is another output of the same command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from soaklab.errors import InvalidInput
+
+
+def dest(flag: str) -> str:
+    """The argparse destination of a flag as typed (`--run-dir`) or of a positional's metavar (`RUN_DIR`)."""
+    return flag.lstrip("-").replace("-", "_").lower()
+
+
+def refuse_overlaps(inputs: dict[str, Path | None], outputs: dict[str, Path | None]) -> None:
+    """InvalidInput naming both paths when an output is, or is inside, an input, or repeats another output."""
+    real_inputs = {name: Path(os.path.realpath(p)) for name, p in inputs.items() if p is not None}
+    seen: dict[Path, str] = {}
+    for name, path in outputs.items():
+        if path is None:
+            continue
+        real = Path(os.path.realpath(path))
+        for in_name, source in real_inputs.items():
+            if real == source or source in real.parents:
+                where = "is" if real == source else "is inside"
+                raise InvalidInput(f"{name} {path}: {where} the input {in_name} {inputs[in_name]} ({source}); "
+                                   "writing it would overwrite what this command reads; choose another path")
+        if real in seen:
+            raise InvalidInput(f"{name} {path}: is also {seen[real]} ({real}); give each output its own path")
+        seen[real] = f"{name} {path}"
