@@ -55,8 +55,8 @@ def _digest(folder) -> dict[str, str]:
 
 def test_a_second_reproduce_is_refused_and_a_failed_one_is_incomplete_and_leaves_the_record(project):
     """Two reproduces of one record at once: Snakemake's lock on the working directory (or the first
-    one's in-flight job) refuses the second. A reproduction whose run fails: the comparison is marked incomplete, naming the run; the
-    record's files are byte for byte what they were."""
+    one's in-flight job) refuses the second. A reproduction whose run fails: the comparison is marked
+    incomplete, naming the run; the record's files are byte for byte what they were."""
     import subprocess
     import time
 
