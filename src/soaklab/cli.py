@@ -257,7 +257,8 @@ def cmd_record_check(args: argparse.Namespace) -> int:
     names = args.names or sorted(p.name for p in args.records.iterdir() if p.is_dir() and not p.name.startswith("."))
     for name in names:
         record = store.load(args.records, name)
-        state = "artifacts of record present" if record.has_artifacts() else "no artifacts of record yet"
+        sets = record.artifact_sets()
+        state = f"artifacts of record of {', '.join(s.name for s in sets)}" if sets else "no artifacts of record yet"
         print(f"record {name}: ok ({record.machine}, {record.algo}/{record.task}/{record.sim}, seeds "
               f"{', '.join(str(r.seed) for r in record.runs)}, {len(record.figures)} figures"
               f"{', exact series' if record.exact else ''}; {state})")
@@ -270,8 +271,9 @@ def cmd_record_compare(args: argparse.Namespace) -> int:
     from soaklab.records.outcome import headline, write_comparison
 
     record = store.load(args.records, args.name)
-    provenance, recorded = store.read_recorded(record)
-    comparison = compare(record, provenance, recorded, store.take_all(record, args.results))
+    now = store.take_all(record, args.results)
+    provenance, recorded = store.read_recorded(record, store.kind_of(now))
+    comparison = compare(record, provenance, recorded, now)
     comparison["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     write_comparison(comparison, args.out, args.html)
     print(f"{headline(comparison)}; {args.out}")

@@ -3,6 +3,7 @@ naming the record and the field, through the real CLI."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -104,3 +105,25 @@ def test_a_tracking_figure_of_a_task_that_logs_none(tmp_path):
                                    "at_env_steps": 8}]
     proc = _check(_root(tmp_path, spec))
     assert proc.returncode == 2 and "not by task cartpole_swingup" in proc.stderr
+
+
+def test_artifacts_of_record_are_kept_per_machine_kind(tmp_path):
+    """A record made on two CPU models holds two sets; a run is compared with its own kind's, and a
+    kind the record lacks gets the first set (which the comparison then calls not_comparable)."""
+    from soaklab.records import store
+    from soaklab.records.plan import machine_slug
+
+    (tmp_path / "workflow").symlink_to(REPO / "workflow")
+    shutil.copytree(REPO / "records" / "ci-dag", tmp_path / "records" / "ci-dag")
+    record = store.load(tmp_path / "records", "ci-dag")
+    first = record.artifact_sets()[0]
+    other = first.parent / machine_slug("cpu: Other CPU(R) x2")
+    shutil.copytree(first, other)
+    provenance = json.loads((other / "provenance.json").read_text())
+    provenance["machine_kind"] = "cpu: Other CPU(R) x2"
+    (other / "provenance.json").write_text(json.dumps(provenance))
+    assert other.name == "cpu-other-cpu-r-x2"
+    assert record.artifact_sets() == sorted([first, other])
+    assert store.artifacts_for(record, "cpu: Other CPU(R) x2") == other
+    assert store.read_recorded(record, "cpu: Other CPU(R) x2")[0]["machine_kind"] == "cpu: Other CPU(R) x2"
+    assert store.artifacts_for(record, "cpu: Unknown x2") == record.artifact_sets()[0]

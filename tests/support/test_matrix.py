@@ -22,6 +22,11 @@ from tests.conftest import REPO
 G1_CPU = "flashsac/g1_motion_tracking/mujoco/cpu/1"
 
 
+def artifacts(root: Path, name: str) -> Path:
+    """The record's first machine kind's artifacts of record (the committed records have one or more)."""
+    return store.load(root / "records", name).artifact_sets()[0]
+
+
 def soaklab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "soaklab", *args], cwd=cwd, capture_output=True, text=True)
 
@@ -49,7 +54,8 @@ def level(root: Path, key: str) -> tuple[str, dict | None, tuple[str, ...]]:
 def self_comparison(root: Path, name: str) -> dict:
     """A real comparison of the record with its own runs of record: a reproduction that passes."""
     record = store.load(root / "records", name)
-    provenance, recorded = store.read_recorded(record)
+    provenance, recorded = store.read_recorded(record, json.loads((artifacts(root, name) / "provenance.json")
+                                                                  .read_text())["machine_kind"])
     comparison = compare(record, provenance, recorded, json.loads(json.dumps(recorded)))
     comparison["date"] = "2026-12-01T00:00:00+00:00"
     return comparison
@@ -74,8 +80,8 @@ def test_check_prints_the_difference_and_exits_1(repo):
 
 def test_levels_follow_the_evidence(repo):
     # CI runs it (the CI DAG and the cpu records): Tested, with no kept reproduction yet.
-    (repo / "records" / "ci-dag" / store.REPRODUCED).unlink(missing_ok=True)
-    (repo / "records" / "cpu-g1-soak" / store.REPRODUCED).unlink(missing_ok=True)
+    for reproduced in (repo / "records").rglob(store.REPRODUCED):
+        reproduced.unlink()
     found, by, reasons = level(repo, G1_CPU)
     assert found == "Tested" and by is None and any("no kept reproduction" in r for r in reasons)
     # mjwarp on a cpu learner: the contract's own line.
@@ -93,7 +99,7 @@ def test_levels_follow_the_evidence(repo):
     assert any("no learning threshold" in r for r in reasons)
 
     # A new record makes the kept reproduction stale: back to Tested.
-    provenance = repo / "records" / "ci-dag" / "provenance.json"
+    provenance = artifacts(repo, "ci-dag") / "provenance.json"
     fresh = json.loads(provenance.read_text()) | {"date": "2026-12-02T00:00:00+00:00"}
     provenance.write_text(json.dumps(fresh))
     found, _, reasons = level(repo, G1_CPU)
@@ -101,11 +107,13 @@ def test_levels_follow_the_evidence(repo):
 
 
 def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
+    for reproduced in (repo / "records").rglob(store.REPRODUCED):
+        reproduced.unlink()
     folder = repo / "records" / "ci-dag"
     spec = yaml.safe_load((folder / "record.yaml").read_text())
     spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1.0}]
     (folder / "record.yaml").write_text(yaml.safe_dump(spec))
-    snapshot_path = folder / "runs" / "seed1" / "snapshot.json"
+    snapshot_path = artifacts(repo, "ci-dag") / "runs" / "seed1" / "snapshot.json"
     snap = json.loads(snapshot_path.read_text())
     assert snap["soak"]["duration_s"] < 1800
     store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
@@ -123,13 +131,14 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
 
 
 def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path):
-    folder = repo / "records" / "ci-dag"
+    folder = artifacts(repo, "ci-dag")
     (folder / store.REPRODUCED).unlink(missing_ok=True)
     cases = {
         "verdict is fail": lambda c: c | {"verdict": "fail"},
         "an A/B is not a reproduction": lambda c: c | {"changes": {"algo.discount": 0.9}},
         "against an earlier record": lambda c: c | {"commit": {"record": "0" * 40, "now": "c"}},
         "the comparison is of record 'other'": lambda c: c | {"record": "other"},
+        "a machine kind the record has no artifacts of": lambda c: c | {"machine": {"now": "cpu: Z80 x1"}},
     }
     for words, edit in cases.items():
         path = tmp_path / "comparison.json"

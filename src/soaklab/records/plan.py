@@ -1,8 +1,12 @@
 """Benchmark records: what a record folder holds, read and checked (docs/records.md).
 
-    records/<name>/record.yaml       the spec: the run it reruns, its seeds, what is compared and how
-    records/<name>/provenance.json   commit, date, command, machine kind and versions of the record
-    records/<name>/runs/seed<N>/     the artifacts of record of each seed's run
+    records/<name>/record.yaml                          the spec: the run, its seeds, what is compared and how
+    records/<name>/machines/<kind>/provenance.json      commit, date, command, machine kind and versions
+    records/<name>/machines/<kind>/runs/seed<N>/        the artifacts of record of each seed's run
+
+A record holds one set of artifacts per machine kind it was made on: bitwise CPU series do not
+survive a change of CPU model, so a cpu record made on one model is not comparable on another, and
+the same spec recorded on both is reproduced on either.
 
 Each seed of a record is an ordinary run of the workflow (`rec-<name>-seed<N>`, with env.seed and
 algo.seed set to the seed), soaked, measured and validated by the same rules as any other run; the
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 SPEC = "record.yaml"
+MACHINES = "machines"
 PROVENANCE = "provenance.json"
 RUNS = "runs"
 SNAPSHOT = "snapshot.json"
@@ -125,14 +130,29 @@ class Record:
         ranks = (self.runs[0].run.get("overrides") or {}).get("training.dp_ranks")
         return ranks if isinstance(ranks, int) and ranks >= 1 else 1
 
+    def artifact_sets(self) -> list[Path]:
+        """The folder of each machine kind's complete artifacts of record, in name order."""
+        base = self.folder / MACHINES
+        folders = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+        return [f for f in folders if (f / PROVENANCE).is_file()
+                and all((f / RUNS / r.label / SNAPSHOT).is_file() for r in self.runs)]
+
+    def artifacts_of(self, machine_kind: str) -> Path:
+        """Where the artifacts of record made on `machine_kind` live (or would)."""
+        return self.folder / MACHINES / machine_slug(machine_kind)
+
     def has_artifacts(self) -> bool:
-        return (self.folder / PROVENANCE).is_file() and all(
-            (self.folder / RUNS / r.label / SNAPSHOT).is_file() for r in self.runs)
+        return bool(self.artifact_sets())
 
     def artifact_files(self) -> list[Path]:
         """The files of record that exist (the compare rule's inputs: a new record replans it)."""
-        files = [self.folder / PROVENANCE, *(self.folder / RUNS / r.label / SNAPSHOT for r in self.runs)]
-        return [f for f in files if f.is_file()]
+        return [f for s in self.artifact_sets() for f in (s / PROVENANCE, *(s / RUNS / r.label / SNAPSHOT
+                                                                             for r in self.runs))]
+
+
+def machine_slug(machine_kind: str) -> str:
+    """A machine kind as a folder name: 'cpu: AMD EPYC x2' -> 'cpu-amd-epyc-x2'."""
+    return re.sub(r"[^a-z0-9]+", "-", machine_kind.lower()).strip("-") or "unknown"
 
 
 def run_name(record: str, seed: int) -> str:

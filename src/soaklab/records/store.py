@@ -45,22 +45,37 @@ def load(records: Path, name: str) -> Record:
         raise InvalidInput(str(exc)) from None
 
 
-def read_recorded(record: Record) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The record's provenance and each seed's snapshot."""
-    if not record.has_artifacts():
+def artifacts_for(record: Record, machine_kind: str | None) -> Path:
+    """The artifacts to compare a run on `machine_kind` with: that kind's, else the first set (the
+    comparison then says not_comparable, naming both kinds)."""
+    sets = record.artifact_sets()
+    if not sets:
         raise InvalidInput(f"records/{record.name}: no artifacts of record yet; make them with "
                            f"`soaklab record update {record.name}`")
+    if machine_kind is not None and record.artifacts_of(machine_kind) in sets:
+        return record.artifacts_of(machine_kind)
+    return sets[0]
+
+
+def read_recorded(record: Record, machine_kind: str | None = None
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The provenance and each seed's snapshot of the record's artifacts for `machine_kind`."""
+    folder = artifacts_for(record, machine_kind)
     try:
-        provenance = json.loads((record.folder / PROVENANCE).read_text())
-        snaps = {run.label: json.loads((record.folder / RUNS / run.label / SNAPSHOT).read_text())
+        provenance = json.loads((folder / PROVENANCE).read_text())
+        snaps = {run.label: json.loads((folder / RUNS / run.label / SNAPSHOT).read_text())
                  for run in record.runs}
     except (OSError, ValueError) as exc:
-        raise InvalidInput(f"records/{record.name}: unreadable artifacts ({exc})") from None
+        raise InvalidInput(f"{folder}: unreadable artifacts ({exc})") from None
     for label, snap in snaps.items():
         if snap.get("snapshot_version") != snapshot.SNAPSHOT_VERSION:
-            raise InvalidInput(f"records/{record.name}/{RUNS}/{label}/{SNAPSHOT}: snapshot_version "
+            raise InvalidInput(f"{folder}/{RUNS}/{label}/{SNAPSHOT}: snapshot_version "
                                f"{snap.get('snapshot_version')!r}; this soaklab reads {snapshot.SNAPSHOT_VERSION}")
     return provenance, snaps
+
+
+def kind_of(snaps: dict[str, dict[str, Any]]) -> str:
+    return next(iter(snaps.values()))["machine_kind"]
 
 
 def take_all(record: Record, results: Path) -> dict[str, dict[str, Any]]:
@@ -88,10 +103,12 @@ def provenance_of(record: Record, snaps: dict[str, dict[str, Any]], command: lis
 
 
 def write_record(record: Record, snaps: dict[str, dict[str, Any]], results: Path, command: list[str]) -> None:
-    """Write the record's artifacts from finished runs: the new runs/ folder is complete before it
-    replaces the old one."""
-    fresh = record.folder / f".{RUNS}.new"
-    stale = record.folder / f".{RUNS}.old"
+    """Write the record's artifacts of this machine kind from finished runs: the new runs/ folder is
+    complete before it replaces the old one."""
+    target = record.artifacts_of(kind_of(snaps))
+    target.mkdir(parents=True, exist_ok=True)
+    fresh = target / f".{RUNS}.new"
+    stale = target / f".{RUNS}.old"
     for leftover in (fresh, stale):
         shutil.rmtree(leftover, ignore_errors=True)
     for run in record.runs:
@@ -103,11 +120,12 @@ def write_record(record: Record, snaps: dict[str, dict[str, Any]], results: Path
         soak = json.loads((results / run.name / "soak.json").read_text())
         soak.pop("samples", None)
         write_json_atomic(folder / "soak_summary.json", soak)
-    current = record.folder / RUNS
+    current = target / RUNS
     if current.exists():
         current.rename(stale)
     fresh.rename(current)
-    write_json_atomic(record.folder / PROVENANCE, provenance_of(record, snaps, command))
+    (target / REPRODUCED).unlink(missing_ok=True)  # it reproduced the record this one replaces
+    write_json_atomic(target / PROVENANCE, provenance_of(record, snaps, command))
     shutil.rmtree(stale, ignore_errors=True)
 
 
@@ -135,10 +153,11 @@ def update(records: Path, name: str, cores: int, directory: Path | None, extra: 
 
     record = load(records, name)
     with locked(record):
-        old = read_recorded(record) if record.has_artifacts() else None
         run_workflow(record, cores, directory, extra)
         results = (directory or Path.cwd()) / "results"
         snaps = take_all(record, results)
+        same_kind = record.artifacts_of(kind_of(snaps)) in record.artifact_sets()
+        old = read_recorded(record, kind_of(snaps)) if same_kind else None
         changed = changes(record, snaps)
         if changed:
             raise InvalidInput(f"record {name}: the runs differ from the spec in {', '.join(sorted(changed))} "
@@ -167,7 +186,11 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
         raise InvalidInput(f"{where}: the reproduction changed {', '.join(sorted(comparison['changes']))} "
                            "(record_overrides): an A/B is not a reproduction")
     with locked(record):
-        provenance, _ = read_recorded(record)
+        machine = (comparison.get("machine") or {}).get("now")
+        if machine is None or record.artifacts_of(machine) not in record.artifact_sets():
+            raise InvalidInput(f"{where}: the comparison ran on {machine!r}, a machine kind the record has no "
+                               "artifacts of")
+        provenance, _ = read_recorded(record, machine)
         if (comparison.get("commit") or {}).get("record") != provenance.get("commit"):
             raise InvalidInput(f"{where}: the comparison is against an earlier record "
                                f"(commit {(comparison.get('commit') or {}).get('record')}); reproduce it again")
@@ -180,6 +203,6 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
                 "runs": comparison.get("runs"),
                 "figures": [{k: row.get(k) for k in ("name", "rule", "record", "now", "verdict")}
                             for row in comparison["figures"]]}
-        path = record.folder / REPRODUCED
+        path = record.artifacts_of(machine) / REPRODUCED
         write_json_atomic(path, kept)
     return path

@@ -24,8 +24,8 @@ def _value(name: str, value: float) -> str:
     return f"{shown} {unit}".strip()
 
 
-def _figures(record: Record) -> str:
-    snaps = snapshots(record)
+def _figures(record: Record, artifacts: Path) -> str:
+    snaps = snapshots(record, artifacts)
     keys = [f.key for f in record.figures] + [t.figure.key for t in record.thresholds]
     shown = []
     for key in dict.fromkeys(keys):
@@ -42,13 +42,13 @@ def table(root: Path) -> str:
     for record in records.values():
         config = f"{record.algo}, {record.task}, {record.sim}, {record.machine}, {record.ranks} rank(s)"
         seeds = ", ".join(str(r.seed) for r in record.runs)
-        if record.has_artifacts():
-            provenance = json.loads((record.folder / PROVENANCE).read_text())
+        link = f"[{record.name}](records/{record.name}/)"
+        for artifacts in record.artifact_sets():
+            provenance = json.loads((artifacts / PROVENANCE).read_text())
             made = f"{provenance['date'][:10]}, `{str(provenance['commit'])[:10]}`, {provenance['machine_kind']}"
-            figures = _figures(record)
-        else:
-            made, figures = "not recorded yet", "—"
-        lines.append(f"| [{record.name}](records/{record.name}/) | {config} | {seeds} | {figures} | {made} |")
+            lines.append(f"| {link} | {config} | {seeds} | {_figures(record, artifacts)} | {made} |")
+        if not record.has_artifacts():
+            lines.append(f"| {link} | {config} | {seeds} | — | not recorded yet |")
     return "\n".join([*lines, "", END])
 
 

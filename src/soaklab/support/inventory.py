@@ -10,8 +10,9 @@ alone, so that the matrix generated from it is the same on every machine:
   fails a marked test whose runs did not train that configuration, so a marker cannot claim what
   its test does not do), the CI DAG's runs (.test/config/config.yaml over config/config.yaml) and
   the cpu records, which CI reproduces;
-- records: every record of the configuration, with its kept reproduction (records/<name>/reproduced.json,
-  written by `soaklab record keep`) and the figures of its runs of record.
+- records: every record of the configuration, with the artifacts of record of each machine kind and
+  their kept reproduction (records/<name>/machines/<kind>/reproduced.json, written by
+  `soaklab record keep`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from soaklab.records.plan import SNAPSHOT, Record, load_records, workflow_run_check
+from soaklab.records.plan import RUNS, SNAPSHOT, Record, load_records, workflow_run_check
 from soaklab.records.store import REPRODUCED
 
 DEVICES = ("cpu", "cuda")
@@ -170,18 +171,17 @@ def record_combination(record: Record) -> Combination:
     return Combination(record.algo, record.task, record.sim, device, record.ranks)
 
 
-def reproduction(record: Record) -> dict[str, Any] | None:
-    """The record's kept reproduction, or None where there is none."""
-    path = record.folder / REPRODUCED
+def reproduction(artifacts: Path) -> dict[str, Any] | None:
+    """The kept reproduction of one machine kind's artifacts of record, or None where there is none."""
+    path = artifacts / REPRODUCED
     if not path.is_file():
         return None
     return json.loads(path.read_text())
 
 
-def snapshots(record: Record) -> list[dict[str, Any]]:
-    """The snapshot of each seed's run of record that exists."""
-    paths = [record.folder / "runs" / run.label / SNAPSHOT for run in record.runs]
-    return [json.loads(p.read_text()) for p in paths if p.is_file()]
+def snapshots(record: Record, artifacts: Path) -> list[dict[str, Any]]:
+    """The snapshot of each seed's run of record in one machine kind's artifacts."""
+    return [json.loads((artifacts / RUNS / run.label / SNAPSHOT).read_text()) for run in record.runs]
 
 
 def inventory(root: Path) -> list[Evidence]:

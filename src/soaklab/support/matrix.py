@@ -39,44 +39,44 @@ class Row:
     reasons: tuple[str, ...]  # why it is not one level higher (or why it is refused)
 
 
-def kept_reproduction(record: Record) -> tuple[dict[str, Any] | None, str]:
-    """The record's kept reproduction when it passed against the record as it stands, else why not."""
-    kept = reproduction(record)
+def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] | None, str]:
+    """The kept reproduction of one machine kind's artifacts when it passed against them as they
+    stand now, else why not."""
+    kind = artifacts.name
+    kept = reproduction(artifacts)
     if kept is None:
-        return None, f"record {record.name}: no kept reproduction (`soaklab record keep {record.name}`)"
-    provenance = json.loads((record.folder / PROVENANCE).read_text()) if (record.folder / PROVENANCE).is_file() else {}
+        return None, f"record {record.name} ({kind}): no kept reproduction (`soaklab record keep {record.name}`)"
+    provenance = json.loads((artifacts / PROVENANCE).read_text())
     if kept.get("of_record") != {"commit": provenance.get("commit"), "date": provenance.get("date")}:
-        return None, f"record {record.name}: its kept reproduction is of an earlier record"
+        return None, f"record {record.name} ({kind}): its kept reproduction is of an earlier record"
     if kept.get("verdict") != "pass":
-        return None, f"record {record.name}: its kept reproduction's verdict is {kept.get('verdict')}"
+        return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {kept.get('verdict')}"
     return {"record": record.name, "date": kept["date"], "commit": kept["commit"],
             "machine": kept["machine"]}, ""
 
 
-def thresholds_met(record: Record) -> tuple[bool, str]:
+def thresholds_met(record: Record, artifacts: Path) -> tuple[bool, str]:
     if not record.thresholds:
         return False, f"record {record.name}: no learning threshold"
-    snaps = snapshots(record)
+    snaps = snapshots(record, artifacts)
     for threshold in record.thresholds:
         key = threshold.figure.key
         values = [s["figures"].get(key) for s in snaps]
-        if not values or any(v is None for v in values):
-            return False, f"record {record.name}: {key} not on record"
+        if any(v is None for v in values):
+            return False, f"record {record.name} ({artifacts.name}): {key} not on record"
         mean = sum(values) / len(values)
         low, high = threshold.low, threshold.high
         if (low is not None and mean < low) or (high is not None and mean > high):
-            return False, f"record {record.name}: {key} = {mean:.3g} on record, outside its threshold"
+            return False, (f"record {record.name} ({artifacts.name}): {key} = {mean:.3g} on record, "
+                           "outside its threshold")
     return True, ""
 
 
-def long_clean_soak(record: Record) -> tuple[bool, str]:
-    snaps = snapshots(record)
-    if not snaps:
-        return False, f"record {record.name}: no runs of record"
-    for snap in snaps:
+def long_clean_soak(record: Record, artifacts: Path) -> tuple[bool, str]:
+    for snap in snapshots(record, artifacts):
         soak = snap["soak"]
         if (soak.get("duration_s") or 0) < RECOMMENDED_SOAK_S or soak.get("leak_status") != "clean":
-            return False, (f"record {record.name}: soaked {soak.get('duration_s') or 0:.0f} s "
+            return False, (f"record {record.name} ({artifacts.name}): soaked {soak.get('duration_s') or 0:.0f} s "
                            f"(leak {soak.get('leak_status')}); Recommended needs >= {RECOMMENDED_SOAK_S:.0f} s, clean")
     return True, ""
 
@@ -88,20 +88,22 @@ def decide(evidence: Evidence) -> Row:
     tested = bool(ci_tests or evidence.ci_runs)
     reasons: list[str] = []
     benchmarked = None
-    for record in evidence.records:
-        kept, why = kept_reproduction(record)
+    sets = [(record, artifacts) for record in evidence.records for artifacts in record.artifact_sets()]
+    for record, artifacts in sets:
+        kept, why = kept_reproduction(record, artifacts)
         if kept is not None:
             benchmarked = benchmarked or kept
         else:
             reasons.append(why)
+    reasons += [f"record {r.name}: no artifacts of record yet" for r in evidence.records if not r.has_artifacts()]
     if benchmarked is None:
         if not evidence.records:
             reasons.append("no record")
         if not tested:
             reasons.insert(0, "no CI test or CI DAG run")
         return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons))
-    learned = [thresholds_met(r) for r in evidence.records]
-    soaked = [long_clean_soak(r) for r in evidence.records]
+    learned = [thresholds_met(r, a) for r, a in sets]
+    soaked = [long_clean_soak(r, a) for r, a in sets]
     if any(ok for ok, _ in learned) and any(ok for ok, _ in soaked):
         return Row(evidence, "Recommended", benchmarked, ())
     missing = [why for ok, why in learned + soaked if not ok]
