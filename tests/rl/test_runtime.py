@@ -208,3 +208,28 @@ def test_a_run_config_edited_after_resolution_is_refused(cli, tmp_path):
     result = cli("train", "--run-config", path)
     assert result.code == 2
     assert "no longer matches its config_hash" in one_line(result.err)
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    ({"algo.num_envs": 16}, "disagree at algo.num_envs", "the overrides compose to 16, the config records 8"),
+    ({"algo.num_envs": -5}, "overrides: algo.num_envs=-5", "must be an exact int >= 1"),
+    ({"algo.batch_size": "lots"}, "overrides: algo.batch_size='lots'", "must be an exact int"),
+    ({"algo.no_such_key": 1}, "overrides: algo.no_such_key", "unknown configuration key"),
+])
+def test_a_run_config_whose_overrides_were_edited_is_refused_before_spawning(cli, tmp_path, edit, field, words):
+    """The record is authoritative as a whole: overrides that no longer compose to its config (the
+    hash still matching it) are refused in one line naming the field, and no run dir appears."""
+    import json
+
+    path, run_dir = tmp_path / "rc.json", tmp_path / "run"
+    assert cli("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco",
+               "algo.num_envs=8", f"training.log_dir={run_dir}", "--out", path).code == 0
+    record = json.loads(path.read_text())
+    record["overrides"] |= edit
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    result = cli("train", "--run-config", path)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert field in line and words in line and str(path) in line, line
+    assert not run_dir.exists() and path.read_bytes() == before

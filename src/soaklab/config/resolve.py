@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from soaklab.config.compose import ComposedConfig, compose
 from soaklab.config.host import allow_cpu_carrier_from_env
-from soaklab.config.overrides import merge_overrides, parse_overrides
+from soaklab.config.overrides import Override, merge_overrides, parse_overrides
 from soaklab.config.run_config import ResolvedRun, config_hash, layout_of, ranks_of, resolve_run_config
 from soaklab.environment import check_graph_env
 from soaklab.errors import InvalidInput
@@ -62,12 +62,50 @@ def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
     return replace(resolved, origin=f"resolved on this host ({host.source})")
 
 
+# Config fields resolution writes (ResolvedRun.config): not composed, so not compared with the overrides.
+DERIVED = (("env", "collector_tensor_device"), ("env", "motion"))
+
+
 def read_run_config(path: Path) -> dict[str, Any]:
-    """A run_config.json that matches its schema and whose config still matches its config_hash."""
+    """A run_config.json that matches its schema, whose config still matches its config_hash, and
+    whose overrides still compose to that config: a record is authoritative as a whole."""
     record = load_artifact("run_config", path, AGAIN)
     if config_hash(record["config"]) != record["config_hash"]:
         raise InvalidInput(f"{path}: its config no longer matches its config_hash (edited after resolution?); {AGAIN}")
+    check_overrides_agree(path, record)
     return record
+
+
+def _first_difference(composed: Any, recorded: Any, where: str = "") -> tuple[str, Any, Any] | None:
+    if isinstance(composed, dict) and isinstance(recorded, dict):
+        for key in sorted(set(composed) | set(recorded)):
+            found = _first_difference(composed.get(key, "<absent>"), recorded.get(key, "<absent>"),
+                                      f"{where}.{key}" if where else key)
+            if found:
+                return found
+        return None
+    return None if composed == recorded and type(composed) is type(recorded) else (where, composed, recorded)
+
+
+def check_overrides_agree(path: Path, record: dict[str, Any]) -> None:
+    """The owner defaults with the record's overrides, composed again, give its config (derived
+    fields aside) and its owner files; else the record is refused naming the first field."""
+    request = request_of(record)
+    try:
+        composed = compose(request.algo, request.task, request.sim, list(request.overrides))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: overrides: {exc}; {AGAIN}") from None
+    expected = json.loads(json.dumps(composed.config))
+    for section, key in DERIVED:
+        expected[section][key] = record["config"].get(section, {}).get(key)
+    found = _first_difference(expected, record["config"])
+    if found:
+        field, wanted, recorded = found
+        raise InvalidInput(f"{path}: overrides and config disagree at {field} (the overrides compose to "
+                           f"{json.dumps(wanted)}, the config records {json.dumps(recorded)}); edit neither: {AGAIN}")
+    if list(composed.owner_files) != record["owner_files"]:
+        raise InvalidInput(f"{path}: owner_files {record['owner_files']} are not what algo/task/sim compose "
+                           f"({list(composed.owner_files)}); {AGAIN}")
 
 
 def request_of(record: dict[str, Any], extra_overrides: tuple[str, ...] = ()) -> RunRequest:
@@ -130,10 +168,15 @@ def check_manifest_unchanged(path: Path, assets: dict[str, Any]) -> None:
 
 
 def with_log_dir(resolved: ResolvedRun, run_dir: Path) -> ResolvedRun:
-    """The same run written to `run_dir` (training.log_dir is part of the config its hash covers)."""
+    """The same run written to `run_dir` (training.log_dir is part of the config its hash covers, and
+    of the overrides, which must compose to that config: check_overrides_agree)."""
     config = json.loads(json.dumps(resolved.composed.config))
     config["training"]["log_dir"] = str(run_dir)
-    return replace(resolved, composed=replace(resolved.composed, config=config))
+    log_dir = Override("training.log_dir", str(run_dir), f"training.log_dir={run_dir}")
+    kept = [o for o in resolved.composed.overrides if o.key != log_dir.key]
+    at = next((i for i, o in enumerate(resolved.composed.overrides) if o.key == log_dir.key), len(kept))
+    overrides = (*kept[:at], log_dir, *kept[at:])
+    return replace(resolved, composed=replace(resolved.composed, config=config, overrides=overrides))
 
 
 def select_mps(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
