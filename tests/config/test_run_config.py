@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -29,6 +30,7 @@ def test_env_motion_picks_the_manifests_default_a_named_clip_or_a_path(cli, g1_a
     assert record["config"]["env"]["motion"] == str(g1_assets.synthetic)
     assert set(record["run"]["assets"]["motions"]) == {"largebox", "synthetic"}
     own = tmp_path / "mine.npz"
+    shutil.copyfile(g1_assets.synthetic, own)  # a clip of one's own: it must exist (checked at resolution)
     result, out = resolve(cli, g1_assets, tmp_path, f"env.motion={own}")
     assert json.loads(out.read_text())["config"]["env"]["motion"] == str(own)
 
@@ -91,3 +93,40 @@ def test_mps_with_several_ranks_fails_closed(cli, g1_assets, tmp_path):
     assert result.code == 2
     assert one_line(result.err).startswith("soaklab: error: training.cuda_process_sharing='mps'")
     assert "2 data-parallel ranks" in result.err and not out.exists()
+
+
+@pytest.mark.parametrize("motion, words", [
+    ("{tmp}/nonexistent.npz", "does not exist"),
+    ("{tmp}", "is not a regular file"),
+    ("{tmp}/notes.txt", "not an NPZ archive"),
+])
+def test_a_clip_path_the_collector_could_not_load_is_refused_at_resolution(cli, g1_assets, tmp_path, motion, words):
+    (tmp_path / "notes.txt").write_text("not a clip")
+    result, out = resolve(cli, g1_assets, tmp_path, f"env.motion={motion.format(tmp=tmp_path)}")
+    assert result.code == 2
+    line = one_line(result.err)
+    assert "env.motion=" in line and words in line and "largebox, synthetic" in line, line
+    assert not out.exists()
+
+
+def test_a_manifest_used_from_another_folder_is_refused_before_training(cli, pinned_wheel, tmp_path, monkeypatch):
+    """A pull in one folder records paths relative to it; used from elsewhere, resolution and the
+    trainer refuse it in one line naming the manifest and the scene, and no run dir appears."""
+    pulled = tmp_path / "project"
+    pulled.mkdir()
+    monkeypatch.chdir(pulled)
+    assert cli("assets", "pull", "--source", pinned_wheel, "--clip", "synthetic").code == 0
+    manifest = pulled / "results" / "assets" / "manifest.json"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = ("--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest", manifest)
+    resolved = cli("config", "resolve", *run, "--out", elsewhere / "rc.json")
+    trained = cli("train", *run, "algo.max_iterations=2", f"training.log_dir={elsewhere / 'run'}")
+    for result in (resolved, trained):
+        assert result.code == 2
+        line = one_line(result.err)
+        assert str(manifest) in line and "its scene resources/assets/g1/scene.xml does not exist" in line, line
+    assert sorted(p.name for p in elsewhere.iterdir()) == []
+    monkeypatch.chdir(pulled)  # from its own folder the same manifest resolves
+    assert cli("config", "resolve", *run, "--out", pulled / "rc.json").code == 0

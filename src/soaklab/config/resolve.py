@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 from soaklab.config.compose import ComposedConfig, compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.overrides import Override, merge_overrides, parse_overrides
-from soaklab.config.run_config import ResolvedRun, config_hash, layout_of, ranks_of, resolve_run_config
+from soaklab.config.run_config import (
+    ResolvedRun,
+    check_asset_files,
+    config_hash,
+    layout_of,
+    ranks_of,
+    resolve_run_config,
+)
 from soaklab.environment import check_graph_env
 from soaklab.errors import InvalidInput
 from soaklab.schemas import load_artifact
@@ -152,8 +159,10 @@ def load(path: Path, host: HostCapabilities) -> ResolvedRun:
     assets = record["run"].get("assets")
     if assets:
         check_manifest_unchanged(path, assets)
-    return ResolvedRun(composed, settings, devices, budget, host, assets, layout, ranks=ranks,
-                       origin=f"loaded from {path} (devices and memory budget checked on this host, {host.source})")
+    resolved = ResolvedRun(composed, settings, devices, budget, host, assets, layout, ranks=ranks,
+                           origin=f"loaded from {path} (devices and memory budget checked on this host, {host.source})")
+    check_asset_files(resolved)
+    return resolved
 
 
 def check_manifest_unchanged(path: Path, assets: dict[str, Any]) -> None:

@@ -139,7 +139,50 @@ def resolve_run_config(
     layout = layout_of(settings, composed.task)
     budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
-    return ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
+    resolved = ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
+    check_asset_files(resolved)
+    return resolved
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why `path` cannot serve as an input file here, or None."""
+    if not path.exists():
+        return f"does not exist (looked for from {Path.cwd()})"
+    if not path.is_file():
+        return "is not a regular file"
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return None
+
+
+def check_asset_files(resolved: ResolvedRun) -> None:
+    """The scene and the clip a run will load exist, are files and can be read, and the clip is an
+    NPZ archive: checked here, before anything is spawned, not found missing by the collector."""
+    import zipfile
+
+    assets = resolved.assets
+    if assets is None:
+        return
+    manifest = assets["manifest"]
+    here = "a manifest's paths are relative to the folder its pull ran in: run from there, or pull again"
+    scene = Path(assets["scene"])
+    why = _unreadable(scene)
+    if why:
+        raise InvalidInput(f"{manifest}: its scene {scene} {why}; {here}")
+    motion = resolved.config["env"]["motion"]
+    names = ", ".join(sorted(assets.get("motions", {})))
+    own = motion in assets.get("motions", {}).values() or motion == assets["motion"]
+    why = _unreadable(Path(motion))
+    if why:
+        where = f"{manifest}: its clip {motion}" if own else f"env.motion={motion}"
+        fix = here if own else f"give an NPZ clip's path or a clip of the manifest ({names})"
+        raise InvalidInput(f"{where} {why}; {fix}")
+    if not zipfile.is_zipfile(motion):
+        raise InvalidInput(f"env.motion={motion}: not an NPZ archive; give an NPZ clip's path or a clip of "
+                           f"the manifest ({names})")
 
 
 def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabilities) -> RankPlan:
