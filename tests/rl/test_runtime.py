@@ -30,6 +30,8 @@ def assert_invariants(manifest: dict, iterations: int, num_envs: int, slot_rows:
 def test_normal_run_writes_every_artifact(start_train):
     run = start_train("algo.max_iterations=30")
     assert run.wait() == 0, run.output()
+    output = run.output()  # stdout and stderr: a clean run ends clean
+    assert "resource_tracker" not in output and "leaked semaphore" not in output, output
     summary = run.summary
     assert schema_errors("run_summary", summary) == []
     assert summary["status"] == "completed" and summary["failure_reason"] is None
