@@ -64,6 +64,11 @@ CASES = {
     "validate --out inside the run dir": lambda b, r, s: (
         ["validate", "--soak", s, "--run-dir", r, "--out", r / "validation.json"], "--out",
         "is inside the input --run-dir"),
+    "play --out whose record beside it would be the run's progress.json": lambda b, r, s: (
+        ["play", r, "--out", r / "progress.mp4"], "(beside --out) progress.json", "evidence of the run"),
+    "play through a symlink, its record over run_summary.json": lambda b, r, s: (
+        ["play", r, "--out", b / "link" / "run_summary.mp4"], "(beside --out) run_summary.json",
+        "evidence of the run"),
     "record verdict --out over its comparison": lambda b, r, s: (
         ["record", "verdict", b / "metrics.json", "--out", b / "metrics.json"], "--out", "is the input COMPARISON"),
 }

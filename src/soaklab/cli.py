@@ -646,20 +646,31 @@ READS_WRITES.update({  # as typed: --flags and positional metavars
     cmd_soak: (("--run-config",), ("--output", "--evidence-dir")),
     cmd_metrics: (("RUN_DIR",), ("--out", "--csv", "--plot", "--html")),
     cmd_validate: (("--soak", "--run-dir", "--metrics", "--run-config"), ("--out", "--html")),
-    cmd_export: (("RUN_DIR", "--checkpoint"), ("--out",)),
-    cmd_play: (("RUN_DIR", "--checkpoint"), ("--out",)),
+    cmd_export: (("--checkpoint",), ("--out",)),
+    cmd_play: (("--checkpoint",), ("--out",)),
     cmd_record_compare: (("--records",), ("--out", "--html")),
     cmd_record_verdict: (("COMPARISON",), ("--out",)),
     cmd_bench_backend: (("--assets-manifest",), ("--output",)),
 })
 
 
+# Commands that add their outputs to a run dir: every file they write, none over the run's own.
+ADDS_TO_RUN_DIR: dict[Any, Any] = {
+    cmd_export: lambda out: [out, out.with_name(out.stem + ".parity.json")],
+    cmd_play: lambda out: [out, out.with_suffix(".png"), out.with_suffix(".json")],
+}
+
+
 def check_outputs(args: argparse.Namespace) -> None:
-    from soaklab.outpaths import dest, refuse_overlaps
+    from soaklab.outpaths import dest, refuse_over_evidence, refuse_overlaps
 
     reads, writes = READS_WRITES.get(args.func, ((), ()))
     refuse_overlaps({f: getattr(args, dest(f), None) for f in reads},
                     {f: getattr(args, dest(f), None) for f in writes})
+    if args.func in ADDS_TO_RUN_DIR:
+        written = ADDS_TO_RUN_DIR[args.func](args.out)
+        refuse_over_evidence("RUN_DIR", args.run_dir, {"--out" if p == args.out else f"(beside --out) {p.name}": p
+                                                     for p in written})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

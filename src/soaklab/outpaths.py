@@ -32,3 +32,22 @@ def refuse_overlaps(inputs: dict[str, Path | None], outputs: dict[str, Path | No
         if real in seen:
             raise InvalidInput(f"{name} {path}: is also {seen[real]} ({real}); give each output its own path")
         seen[real] = f"{name} {path}"
+
+
+def _derived(path: Path) -> bool:
+    """A file `soaklab export` or `soaklab play` writes into a run dir (which may write it again):
+    the .onnx and its parity JSON, the .mp4 and the sheet and record beside it."""
+    if path.suffix in (".onnx", ".mp4") or path.name.endswith(".parity.json"):
+        return True
+    return path.suffix in (".png", ".json") and path.with_suffix(".mp4").is_file()
+
+
+def refuse_over_evidence(run_flag: str, run_dir: Path, outputs: dict[str, Path]) -> None:
+    """Commands that add files to a run dir (export, play) may not overwrite what the run wrote:
+    an output that is an existing file of the run dir, other than one of theirs, is refused."""
+    base = Path(os.path.realpath(run_dir))
+    for name, path in outputs.items():
+        real = Path(os.path.realpath(path))
+        if base in real.parents and real.is_file() and not _derived(real):
+            raise InvalidInput(f"{name} {path}: is {real}, evidence of the run in {run_flag} {run_dir}; "
+                               "writing it would destroy it; choose another path")

@@ -116,14 +116,15 @@ def test_artifacts_of_record_are_kept_per_machine_kind(tmp_path):
     (tmp_path / "workflow").symlink_to(REPO / "workflow")
     shutil.copytree(REPO / "records" / "ci-dag", tmp_path / "records" / "ci-dag")
     record = store.load(tmp_path / "records", "ci-dag")
-    first = record.artifact_sets()[0]
+    committed = record.artifact_sets()
+    first = committed[0]
     other = first.parent / machine_slug("cpu: Other CPU(R) x2")
     shutil.copytree(first, other)
     provenance = json.loads((other / "provenance.json").read_text())
     provenance["machine_kind"] = "cpu: Other CPU(R) x2"
     (other / "provenance.json").write_text(json.dumps(provenance))
     assert other.name == "cpu-other-cpu-r-x2"
-    assert record.artifact_sets() == sorted([first, other])
+    assert record.artifact_sets() == sorted([*committed, other])
     assert store.artifacts_for(record, "cpu: Other CPU(R) x2") == other
     assert store.read_recorded(record, "cpu: Other CPU(R) x2")[0]["machine_kind"] == "cpu: Other CPU(R) x2"
     assert store.artifacts_for(record, "cpu: Unknown x2") == record.artifact_sets()[0]
