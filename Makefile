@@ -16,7 +16,7 @@ soak: $(STAMP)
 	$(VENV)/bin/snakemake soak --cores 1
 
 test: $(STAMP)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto --dist loadscope  # a worker per core: each test owns its files and processes
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
