@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -75,10 +74,6 @@ def collector_main(spec: CollectorSpec) -> None:
         release_cuda_ring(spec)
         stop_compile_workers()
         arrays.close()
-    # os._exit skips the exit handlers: run multiprocessing's finalizers, as the learner does, so that
-    # a semaphore this process's libraries created is unregistered from the resource tracker, which
-    # would otherwise warn of it as leaked at shutdown.
-    mp.util._run_finalizers(0)
     os._exit(code)
 
 

@@ -31,6 +31,9 @@ PROGRESS_EVERY_S = 2.0
 TERMINAL_EVERY_S = 5.0
 
 
+
+WAKE_S = 0.2  # the scalar writer re-checks its queue this often (see _write_loop)
+
 class EpisodeStats:
     """Per-env running return/length; finished episodes feed rolling means."""
 
@@ -153,7 +156,17 @@ class RunLogger:
         self._queue.put((values, step, walltime))
 
     def _write_loop(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while True:
+            # A bounded wait, re-checking the queue: the learner's cancellation is raised by a signal
+            # handler wherever the main thread is, and when that is inside put()'s notify the wake-up
+            # is lost; an unbounded get() then strands this thread and close() joins it forever
+            # (seen: 1 run in about 70 cancelled at random moments).
+            try:
+                item = self._queue.get(timeout=WAKE_S)
+            except queue.Empty:
+                continue
+            if item is None:
+                break
             values, step, walltime = item
             try:
                 for tag, value in values.items():
