@@ -307,7 +307,13 @@ def cmd_support_matrix(args: argparse.Namespace) -> int:
     from soaklab.support.matrix import differences, outputs
 
     root = Path.cwd()
-    expected = outputs(root)
+    if not (root / "src" / "soaklab" / "conf").is_dir() or not (root / "records").is_dir():
+        raise InvalidInput(f"support-matrix: {root} is not a soaklab checkout (no src/soaklab/conf or records/); "
+                           "run it from the repository root")
+    try:
+        expected = outputs(root)
+    except ValueError as exc:  # a malformed marker, a configuration with no owner, a README without markers
+        raise InvalidInput(f"support-matrix: {exc}") from None
     if args.check:
         diff = differences(root, expected)
         if diff:

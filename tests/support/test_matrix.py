@@ -180,3 +180,16 @@ def test_a_covers_marker_its_test_does_not_hold_fails_the_test(tmp_path):
     assert "2 passed, 2 errors in" in done.stdout
     assert "marked covers('sac/cartpole_swingup/mujoco/cpu/1') but its runs trained nothing" in done.stdout
     assert "but its runs trained ['sac/cartpole_swingup/mujoco/cpu/1']" in done.stdout
+
+
+def test_outside_a_checkout_or_with_a_malformed_marker_it_is_one_exit_2_line(tmp_path, repo):
+    done = soaklab("support-matrix", "--check", cwd=tmp_path)
+    assert done.returncode == 2 and "is not a soaklab checkout" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    (repo / "tests").unlink()
+    shutil.copytree(REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "tests" / "test_bad_marker.py").write_text(
+        'import pytest\n\n\n@pytest.mark.covers("sac/cartpole_swingup")\ndef test_x():\n    pass\n')
+    done = soaklab("support-matrix", "--check", cwd=repo)
+    assert done.returncode == 2 and "'sac/cartpole_swingup': a configuration is" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
