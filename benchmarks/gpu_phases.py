@@ -20,13 +20,13 @@ from pathlib import Path
 
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.metrics.events import current_tags, event_file, read_scalars
-from soaklab.metrics.tags import ITERATION_TAG
+from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
+from soaklab.records.snapshot import accumulated_per_iteration
 
 TARGET_ENV_STEPS_PER_S = 100_000
 STEADY_FROM = 1000  # iterations: past learning_starts, compilation and the first checkpoint
 PER_STEP = ("Perf/learner_inference_ms", "Perf/learner_ingress_ms", "Perf/learner_update_ms",
             ITERATION_TAG)
-ACCUMULATED = ("Perf/collector_env_step_ms", "Perf/collector_ingress_write_ms", "Perf/collector_action_wait_ms")
 
 
 def main() -> int:
@@ -59,9 +59,9 @@ def main() -> int:
         values = steady[steady["tag"] == tag]["value"]
         phases[tag.removeprefix("Perf/")] = {"median_ms": round(float(values.median()), 3),
                                              "mean_ms": round(float(values.mean()), 3)}
-    for tag in ACCUMULATED:
-        values = steady[steady["tag"] == tag]["value"]
-        phases[tag.removeprefix("Perf/")] = {"mean_ms": round(float(values.sum()) / iterations, 3)}
+    for tag in ACCUMULATED_TAGS:
+        per_iteration = accumulated_per_iteration(steady[steady["tag"] == tag])
+        phases[tag.removeprefix("Perf/")] = {"mean_ms": None if per_iteration is None else round(per_iteration, 3)}
     record = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "source": args.source,

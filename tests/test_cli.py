@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from soaklab import __version__
-from soaklab.cli import build_parser
+from soaklab.cli import build_parser, main, parse
 from soaklab.config.owners import available_algos, every_sim, every_task
 
 
@@ -51,3 +51,18 @@ def test_a_usage_error_is_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err
     assert done.value.code == 2
     assert err.count("\n") == 1 and "--algo: invalid choice: 'ppo'" in err
+
+
+def test_record_update_passes_what_follows_the_separator_to_snakemake():
+    # The command's own options may follow its positional argument and still be its own.
+    args = parse(build_parser(), ["record", "update", "gpu-learning", "--cores", "16", "--",
+                                  "--scheduler", "greedy", "--configfile", "x.yaml"])
+    assert (args.name, args.cores) == ("gpu-learning", 16)
+    assert args.passthrough == ["--scheduler", "greedy", "--configfile", "x.yaml"]
+    assert parse(build_parser(), ["record", "update", "ci-dag"]).passthrough == []
+
+
+def test_a_separator_on_a_command_that_passes_nothing_on_is_one_line_and_exit_2(capsys):
+    assert main(["record", "check", "--", "--configfile", "x.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "arguments after --" in err[0]

@@ -6,13 +6,15 @@
 #
 # 1. the mujoco_warp kernels compiled once (scripts/gpu/warmup.py, whose JSON is the raw physics
 #    ceiling of this visit), the CUDA MPS daemon started;
-# 2. the learning record's nine runs side by side (its figures are read at fixed env-step counts):
+#    the kernel cache packed into $OUT at once, so a visit cut short still brings it home;
+# 2. RECORDS (default gpu-soak-1024 gpu-throughput-4096), one after the other, alone on the GPU:
+#    their cost is known (about 3.5 minutes each), so they go before the open-ended stage;
+# 3. the learning record's nine runs side by side (its figures are read at fixed env-step counts):
 #    `soaklab record update gpu-learning` in one copy of the checkout, the same three seeds in a
 #    second copy (the A/B of today's code against itself) and in a third with ABLATION (default
 #    algo.updates_per_step=1) as record_overrides; then `snakemake reproduce` in the second and third
-#    against the new record;
-# 3. RECORDS (default gpu-soak-1024 gpu-throughput-4096), one after the other, alone on the GPU.
-# Each stage packs its evidence into $OUT as it ends (learning.tgz, throughput.tgz), so what
+#    against the new record.
+# Each stage packs its evidence into $OUT as it ends (throughput.tgz, learning.tgz), so what
 # finished comes home even if a later stage does not. It outlasts one device command: start it
 # detached and collect $OUT with calls that follow each other (scripts/gpu/README.md).
 set -uo pipefail
@@ -33,10 +35,25 @@ python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-
   || { cat "$work/assets.log"; exit 2; }
 python3 scripts/gpu/warmup.py --worlds 1024,4096 --out "$out/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
 python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exit 2; }
+if [ -d ~/.cache/warp ]; then  # bootstrap.sh packs it again at the end, over these parts
+  tar -C ~/.cache -czf - warp | split -b 15M -d - "$out/warpcache.tgz.part." && stage "packed the kernel cache"
+fi
 
 for side in record self ablation; do
   mkdir -p "$work/$side" && cp -a "$here/." "$work/$side/" && rm -rf "$work/$side/results/rec-"* "$work/$side/.device"
 done
+
+for name in ${RECORDS-gpu-soak-1024 gpu-throughput-4096}; do
+  stage "record $name"
+  (cd "$work/record" && python3 -m soaklab record update "$name" --cores 16 -- --scheduler greedy \
+     --configfile "$work/assets.yaml" >"$work/record-$name.log" 2>&1; echo "record update $name: exit $?")
+  tail -3 "$work/record-$name.log"
+  mkdir -p "$work/pack-throughput"
+  cp -a "$work/record/records/$name" "$work/pack-throughput/" 2>/dev/null
+  cp "$work/record-$name.log" "$work/pack-throughput/" 2>/dev/null
+  tar -C "$work/pack-throughput" -czf "$out/throughput.tgz" . && stage "packed throughput.tgz"
+done
+
 if [ "${LEARNING:-1}" != 0 ]; then
   stage "learning: record, self and ablation seeds side by side"
   (cd "$work/record" && python3 -m soaklab record update gpu-learning --cores 16 -- --scheduler greedy \
@@ -65,16 +82,6 @@ if [ "${LEARNING:-1}" != 0 ]; then
     && stage "packed learning.tgz"
 fi
 
-for name in ${RECORDS-gpu-soak-1024 gpu-throughput-4096}; do
-  stage "record $name"
-  (cd "$work/record" && python3 -m soaklab record update "$name" --cores 16 -- --scheduler greedy \
-     --configfile "$work/assets.yaml" >"$work/record-$name.log" 2>&1; echo "record update $name: exit $?")
-  tail -3 "$work/record-$name.log"
-  mkdir -p "$work/pack-throughput"
-  cp -a "$work/record/records/$name" "$work/pack-throughput/" 2>/dev/null
-  cp "$work/record-$name.log" "$work/pack-throughput/" 2>/dev/null
-  tar -C "$work/pack-throughput" -czf "$out/throughput.tgz" . && stage "packed throughput.tgz"
-done
 python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
 stage "done"
 rm -f /root/records.pid

@@ -338,19 +338,23 @@ def cmd_record_incomplete(args: argparse.Namespace) -> int:
 
 def cmd_record_update(args: argparse.Namespace) -> int:
     from soaklab.records import store
-    from soaklab.records.outcome import verdict_lines
 
     if args.cores < 1:
         raise InvalidInput(f"--cores={args.cores}: expected an integer >= 1")
-    extra = args.snakemake_args[1:] if args.snakemake_args[:1] == ["--"] else args.snakemake_args
-    record, change = store.update(args.records, args.name, args.cores, args.directory, extra, args.argv)
+    record, change = store.update(args.records, args.name, args.cores, args.directory, args.passthrough, args.argv)
     if change is None:
         print(f"record {record.name}: written (first record); {record.folder}")
     else:
-        changed = [line for line in verdict_lines(change)[1:]]
+        # Every figure whose value moved, not only those outside their band: the diff of the rewrite.
+        moved = [f"  {row['verdict']}: {row['name']}: {figure_text(row.get('record'))} -> {figure_text(row.get('now'))}"
+                 for row in change["figures"] if row.get("record") != row.get("now")]
         print(f"record {record.name}: rewritten; against the previous record: {change['verdict']}")
-        print("\n".join(changed) if changed else "  no figure changed")
+        print("\n".join(moved) if moved else "  every figure equal to the previous record's")
     return 0
+
+
+def figure_text(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 # What each writing command reads and writes (argparse destinations), checked by main before the
@@ -603,14 +607,14 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--comparison", type=Path,
                       help="the comparison JSON (default: RESULTS/reproduce/NAME/comparison.json)")
     keep.set_defaults(func=cmd_record_keep)
-    update = record.add_parser("update", help="rerun a record's seeds through the workflow and rewrite the record")
+    update = record.add_parser("update", help="rerun a record's seeds through the workflow and rewrite the record",
+                               usage="soaklab record update NAME [options] [-- SNAKEMAKE_ARGS ...]",
+                               epilog="Arguments after -- go to Snakemake as they are (--configfile local.yaml).")
     update.add_argument("name", metavar="NAME", help="the record")
     update.add_argument("--records", type=Path, default=Path("records"), help=records_help)
     update.add_argument("--cores", type=int, default=1, help="Snakemake's --cores")
     update.add_argument("--directory", type=Path, help="Snakemake's working directory (results/ under it)")
-    update.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
-                        help="further Snakemake arguments after --, such as --configfile local.yaml")
-    update.set_defaults(func=cmd_record_update)
+    update.set_defaults(func=cmd_record_update, passthrough=[])
 
     matrix = sub.add_parser("support-matrix", help="write docs/support-matrix.md and .json from the validation "
                             "inventory (docs/support-levels.md)")
@@ -679,6 +683,20 @@ def check_outputs(args: argparse.Namespace) -> None:
                                                      for p in written})
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command's own arguments, and what follows the first "--" as `passthrough` untouched
+    (argparse's REMAINDER would also swallow the options written after the command's positional
+    argument: `record update NAME --cores 16 -- --configfile x.yaml` reached Snakemake whole)."""
+    own, passthrough = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = parser.parse_args(own)
+    if not hasattr(args, "passthrough"):
+        if "--" in argv:
+            parser.error("arguments after --: only `soaklab record update` passes arguments on (to Snakemake)")
+        return args
+    args.passthrough = passthrough
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -694,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"soaklab: error: {gl_load_error(os.environ['MUJOCO_GL'], exc)}", file=sys.stderr)
         return 2
     try:
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed as one line
         return int(exc.code or 0)
     args.argv = argv  # the exact command, recorded by benchmarks

@@ -87,3 +87,27 @@ def test_a_second_reproduce_is_refused_and_a_failed_one_is_incomplete_and_leaves
     comparison = json.loads((work / "results/reproduce/ci-dag/comparison.json").read_text())
     assert comparison["verdict"] == "incomplete" and "rec-ci-dag-seed1" in comparison["reason"]
     assert _digest(folder) == before
+
+
+def test_record_update_passes_its_arguments_to_snakemake_and_a_failed_run_leaves_the_record(project, tmp_path):
+    """`record update NAME --cores N -- ARGS`: the options after NAME stay the command's, ARGS reach
+    Snakemake (here a config overlay that does not exist, which Snakemake refuses before any job),
+    and the failed workflow leaves the record's files byte for byte."""
+    import subprocess
+
+    root, work, _ = project
+    folder = _with_record(project)
+    before = _digest(folder)
+    missing = tmp_path / "no-such-overlay.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "soaklab", "record", "update", "ci-dag", "--records", str(root / "records"),
+         "--cores", "1", "--directory", str(work), "--", "--configfile", str(missing)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0"))
+    assert proc.returncode == 1, proc.stderr
+    output = proc.stdout + proc.stderr
+    # Snakemake itself read the flag and named the overlay (argparse's REMAINDER once sent it every
+    # option after NAME, which it refused as unrecognized arguments).
+    assert f"No such file or directory: '{missing}'" in output and "unrecognized arguments" not in output
+    assert "record ci-dag: the workflow failed" in proc.stderr and "the record is unchanged" in proc.stderr
+    assert _digest(folder) == before
+    assert not (work / "results").exists()

@@ -14,6 +14,10 @@ ITERATION_TAG = "Perf/iteration_ms"
 # With data parallelism rank 0 logs each iteration's scalars combined over the ranks: these are
 # summed (counts, the aggregate env-step rate); every other tag is the mean over the ranks.
 SUMMED_OVER_RANKS = frozenset({"Perf/total_fps", "Replay/size", "Replay/update_rows", "Ingress/backpressure_waits"})
+# The collector's phase times reach the learner's log in lumps: a row carries the time spent since the
+# collector's previous publication (on the GPU about every 100 iterations, 0 in between), so their
+# steady-state figure is the sum over a window divided by its iterations, never a median.
+ACCUMULATED_TAGS = ("Perf/collector_env_step_ms", "Perf/collector_ingress_write_ms", "Perf/collector_action_wait_ms")
 # Agent diagnostics that are not losses; every other diagnostic is Loss/<name>.
 AGENT_TAGS = {"alpha_value": "Agent/alpha", "q_mean": "Agent/q_mean", "reward_scale": "Agent/reward_scale"}
 

@@ -38,7 +38,8 @@ SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "record.schema.jso
 # Tasks whose env logs the tracking errors and the time-out share.
 TRACKING_TASKS = ("g1_motion_tracking",)
 
-# Timing figures: the median of a Perf/ series over the run's steady state, compared as a ratio.
+# Timing figures: a Perf/ series over the run's steady state (its median; the sum per iteration for
+# the lump-logged collector phases), compared as a ratio.
 TIMING = {
     "env_steps_per_s": "Perf/total_fps",
     "iteration_ms": "Perf/iteration_ms",

@@ -18,6 +18,7 @@ import pandas as pd
 
 from soaklab.errors import InvalidInput
 from soaklab.metrics.events import event_file, read_events
+from soaklab.metrics.tags import ACCUMULATED_TAGS
 from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun
 
 SNAPSHOT_VERSION = 1
@@ -84,13 +85,26 @@ def compared_versions(context: dict[str, Any]) -> dict[str, str | None]:
     return out
 
 
-def _median_steady(frame: pd.DataFrame, tag: str) -> float | None:
-    """The median of a Perf/ series over the second half of the run's logged iterations: the first
-    half holds compilation, graph capture and the replay filling up."""
+def accumulated_per_iteration(points: pd.DataFrame) -> float | None:
+    """A lump-logged phase time (ACCUMULATED_TAGS) per iteration over a window of its points: the
+    lumps after the window's first publication over the iterations they cover (the first lump
+    holds time from before the window)."""
+    published = points[points["value"] != 0].sort_values("step")
+    if len(published) < 2:
+        return None
+    return float(published["value"].iloc[1:].sum()) / float(published["step"].iloc[-1] - published["step"].iloc[0])
+
+
+def _steady(frame: pd.DataFrame, tag: str) -> float | None:
+    """A Perf/ series over the second half of the run's logged iterations (the first half holds
+    compilation, graph capture and the replay filling up): its median, or for the collector's
+    lump-logged phase times (ACCUMULATED_TAGS) the time per iteration."""
     points = frame[frame["tag"] == tag]
     if points.empty:
         return None
     steady = points[points["step"] >= points["step"].max() // 2]
+    if tag in ACCUMULATED_TAGS:
+        return accumulated_per_iteration(steady)
     return float(steady["value"].median())
 
 
@@ -105,7 +119,7 @@ def _learning_value(frame: pd.DataFrame, tag: str, at_env_steps: int, env_steps_
 
 def figure_value(frame: pd.DataFrame, figure: Figure, env_steps_per_iteration: int) -> float | None:
     if figure.name in TIMING:
-        return _median_steady(frame, TIMING[figure.name])
+        return _steady(frame, TIMING[figure.name])
     assert figure.at_env_steps is not None
     return _learning_value(frame, LEARNING[figure.name][0], figure.at_env_steps, env_steps_per_iteration)
 

@@ -45,7 +45,9 @@ def table(root: Path) -> str:
         link = f"[{record.name}](records/{record.name}/)"
         for artifacts in record.artifact_sets():
             provenance = json.loads((artifacts / PROVENANCE).read_text())
-            made = f"{provenance['date'][:10]}, `{str(provenance['commit'])[:10]}`, {provenance['machine_kind']}"
+            # A record made from a working tree with changes says so: the commit alone is not its code.
+            commit = f"`{str(provenance['commit'])[:10]}`" + (" with changes" if provenance.get("dirty") else "")
+            made = f"{provenance['date'][:10]}, {commit}, {provenance['machine_kind']}"
             lines.append(f"| {link} | {config} | {seeds} | {_figures(record, artifacts)} | {made} |")
         if not record.has_artifacts():
             lines.append(f"| {link} | {config} | {seeds} | — | not recorded yet |")

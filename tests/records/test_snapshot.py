@@ -1,0 +1,45 @@
+"""Timing figures read from a real TensorBoard event file as the trainer writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from soaklab.metrics.events import event_file, read_scalars
+from soaklab.records.plan import RULE_OF, Figure
+from soaklab.records.snapshot import figure_value
+
+ITERATIONS = 200
+LUMP = 50  # the collector publishes its phase times every LUMP iterations, as on the GPU
+
+
+def write_run(log_dir: Path) -> None:
+    writer = SummaryWriter(log_dir=str(log_dir))
+    for step in range(ITERATIONS):
+        writer.add_scalar("Perf/iteration_ms", 14.0 if step % 10 else 30.0, step)  # a slow iteration in ten
+        writer.add_scalar("Perf/learner_update_ms", 12.0 + (step % 3), step)
+        # Zero in between; at a publication the env-step time of the LUMP iterations since the last.
+        writer.add_scalar("Perf/collector_env_step_ms", 13.0 * LUMP if step % LUMP == LUMP - 1 else 0.0, step)
+    writer.close()
+
+
+@pytest.fixture
+def frame(tmp_path: Path):
+    write_run(tmp_path)
+    return read_scalars(event_file(tmp_path))
+
+
+def timing(name: str) -> Figure:
+    return Figure(name, RULE_OF[name])
+
+
+def test_collector_phase_is_the_window_sum_per_iteration(frame) -> None:
+    # A median of the lumped series would be 0.0: the figure the first GPU record carried.
+    assert figure_value(frame, timing("collector_env_step_ms"), 1024) == pytest.approx(13.0)
+
+
+def test_per_iteration_phases_are_medians_over_the_second_half(frame) -> None:
+    assert figure_value(frame, timing("learner_update_ms"), 1024) == pytest.approx(13.0)
+    assert figure_value(frame, timing("iteration_ms"), 1024) == pytest.approx(14.0)
