@@ -120,6 +120,24 @@ def test_a_checkpoint_from_another_task_is_refused(cli, tmp_path, cartpole_run):
     assert "does not fit the sac/cartpole_swingup run" in one_line(result.err)
 
 
+def test_a_checkpoint_of_another_run_of_the_same_shapes_is_refused(cli, tmp_path, cartpole_run):
+    """Another seed of the same run: its weights would load; the checkpoint's config hash says whose
+    they are. And a directory given as the checkpoint is named as one."""
+    other = train(tmp_path / "other", "sac", "cartpole_swingup", "algo.seed=7", "env.seed=7")
+    theirs = other / "checkpoints" / "model_final.pt"
+    assert torch.load(theirs, weights_only=True)["config_hash"] == json.loads(
+        (other / "run_config.json").read_text())["config_hash"]
+    result = cli("play", cartpole_run, "--checkpoint", theirs, "--out", tmp_path / "p.mp4")
+    assert result.code == 2
+    assert f"{theirs}: a checkpoint of another run" in one_line(result.err)
+    result = cli("export", cartpole_run, "--checkpoint", other / "checkpoints", "--out", tmp_path / "p.onnx")
+    assert result.code == 2 and "is a directory; expected a checkpoint file" in one_line(result.err)
+    assert not list(tmp_path.glob("p.*"))
+    mine = cli("export", cartpole_run, "--checkpoint", cartpole_run / "checkpoints" / "model_6.pt",
+               "--out", tmp_path / "mine.onnx")
+    assert mine.code == 0, mine.err
+
+
 def test_a_completed_run_exports_and_plays_at_its_end(tmp_path):
     """The defaults: a completed standalone run leaves policy.onnx and play.mp4 in its run dir."""
     run_dir = train(tmp_path / "run", post=())

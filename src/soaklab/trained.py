@@ -55,6 +55,8 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
         raise InvalidInput(f"{run_dir}: not a run dir (no {RUN_CONFIG}); give the dir `soaklab train` wrote")
     record = read_run_config(run_dir / RUN_CONFIG)
     path = checkpoint if checkpoint is not None else run_dir / "checkpoints" / FINAL_CHECKPOINT
+    if path.is_dir():
+        raise InvalidInput(f"{path}: is a directory; expected a checkpoint file (checkpoints/{FINAL_CHECKPOINT})")
     if not path.is_file():
         raise InvalidInput(f"{path}: no such checkpoint; a run writes checkpoints/{FINAL_CHECKPOINT} when it ends")
     try:
@@ -65,6 +67,12 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
         # torch's own message runs to paragraphs; its first line says enough.
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None
+    # Weights of the same shapes from another run would load and be exported or played as this
+    # run's: a checkpoint names its run's config hash (those written before it did are taken on trust).
+    theirs = payload.get("config_hash") if isinstance(payload, dict) else None
+    if theirs is not None and theirs != record["config_hash"]:
+        raise InvalidInput(f"{path}: a checkpoint of another run (config {str(theirs)[:19]}), not of {run_dir} "
+                           f"(config {record['config_hash'][:19]}); give one from {run_dir / 'checkpoints'}")
     spaces = task_spaces(record["task"])
     algo = record["config"]["algo"]
     agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, algo,

@@ -199,6 +199,7 @@ class Learner:
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
         self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
         record = self.resolved.record()
+        self.config_hash = record["config_hash"]  # every checkpoint names its run's configuration
         # Rank 0 alone writes the terminal, TensorBoard and progress.json.
         self.logger = (RunLogger(self.run_dir, self.max_iterations,
                                  {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
@@ -455,7 +456,8 @@ class Learner:
             return
         path = self.run_dir / "checkpoints" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"iteration": self.iteration, "env_steps": self.env_steps, "agent": self.agent.state_dict()}
+        payload = {"iteration": self.iteration, "env_steps": self.env_steps, "config_hash": self.config_hash,
+                   "agent": self.agent.state_dict()}
         tmp = path.with_suffix(".pt.tmp")
         # Serialised in memory, written by Python: a full disk is then an OSError naming ENOSPC, not
         # the "basic_ios::clear" torch's own file writer reports.
