@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -99,9 +100,18 @@ def test_mps_with_several_ranks_fails_closed(cli, g1_assets, tmp_path):
     ("{tmp}/nonexistent.npz", "does not exist"),
     ("{tmp}", "is not a regular file"),
     ("{tmp}/notes.txt", "not an NPZ archive"),
+    ("{tmp}/other.npz", "invalid motion clip: missing key fps"),  # an NPZ, not a clip
+    ("{tmp}/five_bodies.npz", "body_pos_w has shape (4, 5, 3)"),  # a clip of another robot
 ])
 def test_a_clip_path_the_collector_could_not_load_is_refused_at_resolution(cli, g1_assets, tmp_path, motion, words):
+    import numpy as np
+
     (tmp_path / "notes.txt").write_text("not a clip")
+    np.savez(tmp_path / "other.npz", weights=np.zeros(3))
+    quat = np.tile([1.0, 0.0, 0.0, 0.0], (4, 5, 1))
+    np.savez(tmp_path / "five_bodies.npz", fps=np.array(50.0), joint_pos=np.zeros((4, 29)), joint_vel=np.zeros((4, 29)),
+             body_pos_w=np.zeros((4, 5, 3)), body_quat_w=quat, body_lin_vel_w=np.zeros((4, 5, 3)),
+             body_ang_vel_w=np.zeros((4, 5, 3)))
     result, out = resolve(cli, g1_assets, tmp_path, f"env.motion={motion.format(tmp=tmp_path)}")
     assert result.code == 2
     line = one_line(result.err)
@@ -130,3 +140,17 @@ def test_a_manifest_used_from_another_folder_is_refused_before_training(cli, pin
     assert sorted(p.name for p in elsewhere.iterdir()) == []
     monkeypatch.chdir(pulled)  # from its own folder the same manifest resolves
     assert cli("config", "resolve", *run, "--out", pulled / "rc.json").code == 0
+
+
+def test_a_scene_that_does_not_load_is_refused_at_resolution(cli, pinned_wheel, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("assets", "pull", "--source", pinned_wheel, "--clip", "synthetic").code == 0
+    manifest = tmp_path / "results" / "assets" / "manifest.json"
+    scene = Path(json.loads(manifest.read_text())["scene"]["path"])
+    scene.write_text("<mujoco><worldbody><body></mujoco>")  # truncated by hand
+    result = cli("config", "resolve", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+                 "--assets-manifest", manifest, "--out", tmp_path / "rc.json")
+    assert result.code == 2
+    line = one_line(result.err)
+    assert f"its scene {scene} does not load" in line and "pull again" in line, line
+    assert not (tmp_path / "rc.json").exists()

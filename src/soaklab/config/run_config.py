@@ -158,6 +158,10 @@ def _unreadable(path: Path) -> str | None:
     return None
 
 
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def check_asset_files(resolved: ResolvedRun) -> None:
     """The scene and the clip a run will load exist, are files and can be read, and the clip is an
     NPZ archive: checked here, before anything is spawned, not found missing by the collector."""
@@ -183,6 +187,21 @@ def check_asset_files(resolved: ResolvedRun) -> None:
     if not zipfile.is_zipfile(motion):
         raise InvalidInput(f"env.motion={motion}: not an NPZ archive; give an NPZ clip's path or a clip of "
                            f"the manifest ({names})")
+    # The collector's own checks of the scene and the clip against it (keys, shapes, body order), run
+    # here: a clip that fails them would otherwise end the run as a collector that died at startup.
+    from soaklab.assets.motion import load_motion
+    from soaklab.assets.scene import load_scene
+
+    try:
+        model = load_scene(scene)
+    except ValueError as exc:  # MuJoCo's XML errors
+        raise InvalidInput(f"{manifest}: its scene {scene} does not load ({one_line(exc)}); pull again") from None
+    try:
+        load_motion(Path(motion), model)
+    except InvalidInput as exc:
+        why = str(exc).removeprefix(f"{motion}: ")
+        raise InvalidInput(f"env.motion={motion}: {why}; give a clip of this robot or a clip of the manifest "
+                           f"({names})") from None
 
 
 def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabilities) -> RankPlan:
