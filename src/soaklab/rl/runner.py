@@ -33,9 +33,10 @@ import torch
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import CANCEL_SIGNALS, end_process
+from soaklab.lifetime import end_process
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
+from soaklab.rl.cancel import Cancellation, Cancelled
 from soaklab.rl.channels import C, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec, collector_main
 from soaklab.rl.dp import DataParallel, RendezvousAborted
@@ -55,10 +56,6 @@ READY_TIMEOUT_S = 900.0
 UPDATE_LAG_VECTORS = 1  # the first compile of the task terms can take minutes on a cold cache
 
 
-class Cancelled(BaseException):
-    """SIGTERM, SIGINT or SIGHUP reached the learner."""
-
-
 @dataclass
 class Shutdown:
     classification: str = "unknown_failure"
@@ -69,15 +66,12 @@ class Shutdown:
     collector: dict[str, Any] = field(default_factory=lambda: {"pid": None, "alive": False, "exitcode": None,
                                                                 "signal": None})
     cleanup_errors: list[str] = field(default_factory=list)
+    cancellation: dict[str, str | None] | None = None  # the signal, and whether a safe point noticed it
 
     def record(self) -> dict[str, Any]:
         return {"classification": self.classification, "owner": self.owner, "phase": self.phase,
                 "iteration": self.iteration, "exception": self.exception, "collector": self.collector,
-                "cleanup": {"errors": list(self.cleanup_errors)}}
-
-
-def _cancel(signum: int, frame: Any) -> None:
-    raise Cancelled(signal.Signals(signum).name)
+                "cleanup": {"errors": list(self.cleanup_errors)}, "cancellation": self.cancellation}
 
 
 def rank_config(config: dict[str, Any], rank: int, groups: int) -> dict[str, Any]:
@@ -130,6 +124,7 @@ class Learner:
         self.learning_starts = int(algo["learning_starts"])
         self.save_interval = int(algo["save_interval"])
         self.shutdown = Shutdown()
+        self.cancellation = Cancellation()
         self.iteration = 0
         self.env_steps = 0
         self.start_time = time.monotonic()
@@ -148,7 +143,7 @@ class Learner:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        previous = {s: signal.signal(s, _cancel) for s in CANCEL_SIGNALS}
+        self.cancellation.install()
         try:
             self._run()
             self.shutdown.classification = "normal_completion"
@@ -162,12 +157,9 @@ class Learner:
         except Exception as exc:
             self._failed("learner_failure", "learner", exc)
         finally:
-            # Shutdown must not be interrupted by a second signal.
-            for s in previous:
-                signal.signal(s, signal.SIG_IGN)
+            self.cancellation.ignore()  # shutdown must not be interrupted by a second signal
             summary = self._shutdown()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+            self.cancellation.restore()
         return summary
 
     def _failed(self, classification: str, owner: str, exc: BaseException) -> None:
@@ -283,6 +275,8 @@ class Learner:
         return None
 
     def _alive(self) -> bool:
+        """Polled by every wait on the collector: also the learner's safe point for a cancellation."""
+        self.cancellation.check()
         return self.collector is not None and self.collector.is_alive()
 
     def _wait_ready(self) -> None:
@@ -331,6 +325,7 @@ class Learner:
         mark = time.perf_counter()
         for it in range(self.max_iterations):
             self.iteration = it
+            self.cancellation.check()
             self._check_ranks()
             self._fault_hooks(it)
             # Inference: answer each group's observations with the current policy.
@@ -511,6 +506,7 @@ class Learner:
     def _shutdown(self) -> dict[str, Any]:
         self.shutting_down = True
         self.shutdown.iteration = self.iteration
+        self.shutdown.cancellation = self.cancellation.record()
         self._step("stop collector", self._stop_collector)
         self.shutdown.collector = self._collector_record()
         counters = self.arrays["control"].copy() if self.arrays is not None and self.arrays.arrays else None

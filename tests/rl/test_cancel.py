@@ -1,0 +1,50 @@
+"""Cancellation by a real signal to this process: the first one is raised at the next safe point,
+or where the learner is once FORCE_AFTER_S passes without one; a second one at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from soaklab.rl.cancel import FORCE_AFTER_S, Cancellation, Cancelled
+
+
+@pytest.fixture
+def cancellation():
+    c = Cancellation()
+    c.install()
+    yield c
+    c.ignore()
+    c.restore()
+
+
+def test_the_first_signal_waits_for_a_safe_point(cancellation):
+    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before kill returns to Python
+    assert cancellation.signal == "SIGTERM" and cancellation.noticed is None  # nothing raised yet
+    with pytest.raises(Cancelled, match="SIGTERM"):
+        cancellation.check()
+    assert cancellation.record() == {"signal": "SIGTERM", "noticed": "safe point"}
+    cancellation.check()  # once only: the shutdown that follows is not interrupted
+
+
+def test_no_safe_point_within_the_grace_is_forced_where_the_learner_is(cancellation):
+    os.kill(os.getpid(), signal.SIGHUP)
+    with pytest.raises(Cancelled, match="SIGHUP"):
+        for _ in range(int(FORCE_AFTER_S * 100)):  # a hung learner: it never reaches a safe point
+            time.sleep(0.1)
+    assert cancellation.record() == {"signal": "SIGHUP", "noticed": "forced"}
+
+
+def test_a_second_signal_cancels_at_once(cancellation):
+    os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(Cancelled, match="SIGINT"):
+        os.kill(os.getpid(), signal.SIGINT)
+    assert cancellation.noticed == "forced"
+
+
+def test_without_a_signal_a_safe_point_passes(cancellation):
+    cancellation.check()
+    assert cancellation.record() is None
