@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Two-process runner overhead against the env-only probe, at 256 and 1024 G1 envs.
 
-For each size: the phase-local probe (env only, same envs and physics threads), then
-the real learner + collector for SAC and FlashSAC with inference on and updates held
-off. Writes benchmarks/cpu/runtime_overhead.json: median env-steps/s of each, their
-ratio, and the medians of where the runner's iteration goes (learner inference; learner
-ingress, which is the wait for the collector's step plus the copy into replay; collector env
-step, action wait, ingress write).
+For each size: the phase-local probe (env only, same envs and physics threads, uniform random
+actions), then for SAC and FlashSAC the real learner + collector with inference on and updates held
+off, and the same env stepped in one process by the same untrained policy (its exploring actions:
+the runner's workload; uniform random actions make the G1 fall and reset sooner, a cheaper physics
+regime). Writes benchmarks/cpu/runtime_overhead.json: median env-steps/s of each, the runner over
+each reference, and the medians of where the runner's iteration goes (learner inference; learner
+ingress, which is the wait for the collector's step plus the copy into replay; collector env step,
+action wait, ingress write).
 
-    .venv/bin/python benchmarks/runtime_overhead.py [--iters 60] [--out benchmarks/cpu]
+    .venv/bin/python benchmarks/runtime_overhead.py [--iters 60] [--repeats 3] [--out benchmarks/cpu]
 """
 
 from __future__ import annotations
@@ -56,35 +58,82 @@ def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path) ->
             **{tag.split("/")[1]: value for tag, value in m.items() if tag in BREAKDOWN}}
 
 
+def same_actions_rate(algo: str, envs: int, iters: int, warmup: int, assets: dict) -> dict:
+    """The env alone, in this process, stepped with the untrained policy's exploring actions (the
+    runner's seed): the runner's workload without its second process."""
+    import time
+
+    import torch
+
+    from soaklab.config.compose import compose
+    from soaklab.rl.agents import make_agent
+    from soaklab.rl.runner import seed_everything
+    from soaklab.tasks.registry import make_env
+    from soaklab.tasks.spaces import task_spaces
+
+    config = compose(algo, "g1_motion_tracking", "mujoco",
+                     [f"algo.num_envs={envs}", f"env.motion={json.dumps(assets['motion'])}"]).config
+    seed_everything(int(config["algo"]["seed"]))
+    torch.set_num_threads(1)  # as the collector's task terms; MuJoCo's pool has the physics threads
+    spaces = task_spaces("g1_motion_tracking")
+    agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, envs, config["algo"],
+                       torch.device("cpu"))
+    env = make_env("g1_motion_tracking", config, scene=Path(assets["scene"]))
+    obs, _ = env.reset()
+    steps = []
+    for _ in range(warmup + iters):
+        with torch.no_grad():
+            actions = agent.act(obs, slice(0, envs))
+        t0 = time.perf_counter()
+        obs = env.step(actions).obs
+        steps.append(time.perf_counter() - t0)
+    env.close()
+    step_ms = statistics.median(steps[warmup:]) * 1e3
+    return {"env_steps_per_s": envs / (step_ms / 1e3), "env_step_ms": step_ms}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="each measurement this many times, interleaved; medians reported (a shared VM's "
+                             "speed drifts by tens of percent within minutes)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu"))
     args = parser.parse_args()
     assets = assets_record(MANIFEST)
     rows = []
+    rate = "env_steps_per_s"
     with tempfile.TemporaryDirectory() as tmp:
         for envs in (256, 1024):
-            probe = run_probe(["mujoco"], ProbeSettings(envs, args.warmup, args.iters, None, 1, 1,
-                                                        Path(assets["scene"]), Path(assets["motion"])),
-                              Path(tmp) / f"probe-{envs}.json", ["bench", "backend"])["results"][0]
+            settings = ProbeSettings(envs, args.warmup, args.iters, None, 1, 1, Path(assets["scene"]),
+                                     Path(assets["motion"]))
             for algo in ("sac", "flashsac"):
-                runner = runner_rate(algo, envs, args.iters, args.warmup, Path(tmp))
-                ratio = runner["env_steps_per_s"] / probe["throughput_env_control_steps_per_s"]
-                rows.append({"algo": algo, "num_envs": envs, "physics_threads": probe["threads"],
-                             "probe_env_steps_per_s": probe["throughput_env_control_steps_per_s"],
-                             "runner": runner, "runner_over_probe": ratio})
-                print(f"{algo:>8} {envs:>5} envs: runner {runner['env_steps_per_s']:7.0f}/s, probe "
-                      f"{probe['throughput_env_control_steps_per_s']:7.0f}/s -> {ratio:.1%}; inference "
-                      f"{runner['learner_inference_ms']:.1f} ms, ingress wait+copy "
-                      f"{runner['learner_ingress_ms']:.1f} ms, "
-                      f"env step {runner['collector_env_step_ms']:.1f} ms, ingress write "
+                probes, runners, alones = [], [], []
+                for _ in range(args.repeats):
+                    probes.append(run_probe(["mujoco"], settings, Path(tmp) / f"probe-{envs}.json",
+                                            ["bench", "backend"])["results"][0])
+                    runners.append(runner_rate(algo, envs, args.iters, args.warmup, Path(tmp)))
+                    alones.append(same_actions_rate(algo, envs, args.iters, args.warmup, assets))
+                probe_rate = statistics.median(p["throughput_env_control_steps_per_s"] for p in probes)
+                runner = {key: statistics.median(r[key] for r in runners) for key in runners[0]}
+                alone = {key: statistics.median(r[key] for r in alones) for key in alones[0]}
+                ratio, like = runner[rate] / probe_rate, runner[rate] / alone[rate]
+                rows.append({"algo": algo, "num_envs": envs, "physics_threads": probes[0]["threads"],
+                             "probe_env_steps_per_s": probe_rate, "runner": runner, "runner_over_probe": ratio,
+                             "env_alone_same_actions": alone, "runner_over_env_alone_same_actions": like,
+                             "repeats": {"probe": [p["throughput_env_control_steps_per_s"] for p in probes],
+                                         "runner": [r[rate] for r in runners], "alone": [r[rate] for r in alones]}})
+                print(f"{algo:>8} {envs:>5} envs: runner {runner[rate]:7.0f}/s, probe {probe_rate:7.0f}/s -> "
+                      f"{ratio:.1%}, env alone with the policy's actions {alone[rate]:7.0f}/s -> {like:.1%}; "
+                      f"inference {runner['learner_inference_ms']:.1f} ms, ingress wait+copy "
+                      f"{runner['learner_ingress_ms']:.1f} ms, env step {runner['collector_env_step_ms']:.1f} ms "
+                      f"(alone {alone['env_step_ms']:.1f} ms), ingress write "
                       f"{runner['collector_ingress_write_ms']:.1f} ms", flush=True)
     record = {"kind": "runtime_overhead", "command": "python benchmarks/runtime_overhead.py", "host": host_record(),
               "versions": versions(), "git": git_state(),
-              "settings": {"iters": args.iters, "warmup": args.warmup, "updates": "held off",
-                           "inference": "policy (explore)"},
+              "settings": {"iters": args.iters, "warmup": args.warmup, "repeats": args.repeats,
+                           "updates": "held off", "inference": "policy (explore)"},
               "results": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "runtime_overhead.json").write_text(json.dumps(record, indent=2) + "\n")
