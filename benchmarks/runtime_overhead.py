@@ -110,10 +110,10 @@ def main() -> int:
                                      Path(assets["motion"]))
             for algo in ("sac", "flashsac"):
                 probes, runners, alones = [], [], []
-                for _ in range(args.repeats):
+                for repeat in range(args.repeats):
                     probes.append(run_probe(["mujoco"], settings, Path(tmp) / f"probe-{envs}.json",
                                             ["bench", "backend"])["results"][0])
-                    runners.append(runner_rate(algo, envs, args.iters, args.warmup, Path(tmp)))
+                    runners.append(runner_rate(algo, envs, args.iters, args.warmup, Path(tmp) / f"r{repeat}"))
                     alones.append(same_actions_rate(algo, envs, args.iters, args.warmup, assets))
                 probe_rate = statistics.median(p["throughput_env_control_steps_per_s"] for p in probes)
                 runner = {key: statistics.median(r[key] for r in runners) for key in runners[0]}
