@@ -101,6 +101,11 @@ def main() -> int:
                              "speed drifts by tens of percent within minutes)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu"))
     args = parser.parse_args()
+    for flag, value in (("--iters", args.iters), ("--repeats", args.repeats)):
+        if value < 1:
+            parser.error(f"{flag} {value}: must be >= 1")
+    if not 0 <= args.warmup < args.iters:
+        parser.error(f"--warmup {args.warmup}: must be >= 0 and below --iters {args.iters}")
     assets = assets_record(MANIFEST)
     rows = []
     rate = "env_steps_per_s"
