@@ -1,10 +1,15 @@
-"""Process lifetime helpers on real processes: the stack dump on SIGUSR1, the exit without teardown."""
+"""Process lifetime helpers on real processes: the stack dump on SIGUSR1, the exits without teardown."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+
+import pytest
+
+from tests.conftest import REPO
 
 CHILD = """
 import sys, time
@@ -46,3 +51,35 @@ def test_exit_now_flushes_and_skips_the_teardown():
     done = subprocess.run([sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=60)
     assert done.returncode == 3
     assert done.stdout == "written before the exit"  # and no "teardown ran": atexit never ran
+
+
+# A spawned worker that holds a class-level multiprocessing lock for its whole life, as tqdm does once
+# torch.compile has built a progress bar in it (the collector on the GPU), and ends without teardown.
+WORKER_HOLDING_A_LOCK = """
+import multiprocessing as mp, os, sys
+from soaklab.lifetime import leave
+
+HELD = []
+
+def worker(how):
+    HELD.append(mp.get_context("spawn").RLock())  # never released by the worker's own code
+    leave(0) if how == "leave" else os._exit(0)
+
+if __name__ == "__main__":
+    child = mp.get_context("spawn").Process(target=worker, args=(sys.argv[1],))
+    child.start()
+    child.join(60)
+    print("exitcode", child.exitcode, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["leave", "os._exit"])
+def test_leave_unregisters_the_semaphores_a_worker_made(tmp_path, how):
+    program = tmp_path / "worker.py"
+    program.write_text(WORKER_HOLDING_A_LOCK)
+    done = subprocess.run([sys.executable, str(program), how], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+    assert done.returncode == 0 and "exitcode 0" in done.stdout, done.stderr
+    leaked = "leaked semaphore" in done.stderr
+    # os._exit is the control: the same worker without the finalizers leaves the tracker's warning
+    assert leaked == (how == "os._exit"), done.stderr

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import dump_stacks_on_signal, set_parent_death_signal
+from soaklab.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
@@ -74,7 +74,7 @@ def collector_main(spec: CollectorSpec) -> None:
         release_cuda_ring(spec)
         stop_compile_workers()
         arrays.close()
-    os._exit(code)
+    leave(code)
 
 
 def stop_compile_workers() -> None:

@@ -33,7 +33,7 @@ import torch
 from soaklab.config.run_config import ResolvedRun
 from soaklab.hostinfo import usable_cores
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import end_process
+from soaklab.lifetime import end_process, leave
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.cancel import Cancellation, Cancelled
@@ -249,11 +249,7 @@ class Learner:
                   f"{self.iteration} iterations; {self.run_dir / 'run_summary.json'}", file=sys.stderr, flush=True)
         elif self.rank is not None and self.rank.report is not None:
             self.rank.report.send(result)
-        sys.stdout.flush()
-        # os._exit skips the exit handlers: run multiprocessing's finalizers (they unregister this
-        # process's semaphores from the resource tracker, which would otherwise warn of leaks).
-        mp.util._run_finalizers(0)
-        os._exit(1)
+        leave(1)
 
     def _diagnostics_path(self) -> Path:
         """Rank 0's collector writes backend_diagnostics.json into the run dir; another rank's goes
