@@ -58,6 +58,10 @@ def test_compare_verdicts_and_not_comparable():
     provenance = {"machine_kind": snap["machine_kind"], "versions": snap["versions"], "commit": "c"}
     passed = compare(record, provenance, {"seed1": snap}, {"seed1": _snap({"Loss/critic": [[0, 1.0]]}, 120.0)})
     assert passed["verdict"] == "pass" and passed["first_difference"] is None and passed["changes"] == {}
+    assert passed["dirty"] == {"record": None, "now": None}  # git could not say for either
+    moved = compare(record, provenance | {"dirty": False}, {"seed1": snap},
+                    {"seed1": _snap({"Loss/critic": [[0, 1.0]]}, 120.0) | {"dirty": True}})
+    assert moved["dirty"] == {"record": False, "now": True}  # a tree with uncommitted changes says so
     failed = compare(record, provenance, {"seed1": snap}, {"seed1": _snap({"Loss/critic": [[0, 1.5]]}, 120.0)})
     assert failed["verdict"] == "fail"
     assert failed["first_difference"] == {"run": "seed1", "series": "Loss/critic", "step": 0, "record": 1.0, "now": 1.5}

@@ -16,7 +16,7 @@ import yaml
 from soaklab.records import store
 from soaklab.records.compare import compare
 from soaklab.support.figures import README
-from soaklab.support.matrix import JSON_OUT, MARKDOWN, generate, outputs
+from soaklab.support.matrix import JSON_OUT, MARKDOWN, record_cell, generate, outputs
 from tests.conftest import REPO
 
 G1_CPU = "flashsac/g1_motion_tracking/mujoco/cpu/1"
@@ -153,6 +153,12 @@ def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path)
     kept = json.loads((folder / store.REPRODUCED).read_text())
     provenance = json.loads((folder / "provenance.json").read_text())
     assert kept["of_record"] == {"commit": provenance["commit"], "date": provenance["date"]}
+    # A reproduction made from a tree with uncommitted changes says so where the matrix names it.
+    path.write_text(json.dumps(self_comparison(repo, "ci-dag") | {"dirty": {"record": False, "now": True}}))
+    assert soaklab("record", "keep", "ci-dag", "--comparison", str(path), cwd=repo).returncode == 0
+    assert json.loads((folder / store.REPRODUCED).read_text())["dirty"] is True
+    row = next(r for r in generate(repo) if r.evidence.combination.key == G1_CPU)
+    assert row.benchmarked_by["dirty"] is True and "with changes" in record_cell(row)
 
 
 FALSE_CLAIM = '''

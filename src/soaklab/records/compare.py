@@ -153,6 +153,11 @@ def changes(record: Record, now: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def tree_dirty(flags: list[bool | None]) -> bool | None:
+    """Whether any run ran a tree with uncommitted changes; None where git could not say for any."""
+    return None if all(flag is None for flag in flags) else any(bool(flag) for flag in flags)
+
+
 def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict[str, Any]],
             now: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The comparison of a reproduction (`now`, snapshots by seed label) with the record."""
@@ -182,6 +187,8 @@ def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict
         "machine": {"record": provenance["machine_kind"], "now": now[labels[0]]["machine_kind"]},
         "versions": {"record": provenance["versions"], "now": now[labels[0]]["versions"]},
         "commit": {"record": provenance.get("commit"), "now": now[labels[0]].get("commit")},
+        # a tree with uncommitted changes (a GPU visit runs the working tree) says so beside its commit
+        "dirty": {"record": provenance.get("dirty"), "now": tree_dirty([now[label].get("dirty") for label in labels])},
         "runs": {label: now[label]["run"] for label in labels},
         "changes": changes(record, now),
         "figures": rows,

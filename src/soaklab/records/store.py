@@ -197,6 +197,7 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
         kept = {"record": name, "verdict": "pass",
                 "date": comparison.get("date") or datetime.now(UTC).isoformat(timespec="seconds"),
                 "commit": (comparison.get("commit") or {}).get("now"),
+                "dirty": (comparison.get("dirty") or {}).get("now"),
                 "machine": (comparison.get("machine") or {}).get("now"),
                 "versions": (comparison.get("versions") or {}).get("now"),
                 "of_record": {"commit": provenance.get("commit"), "date": provenance.get("date")},

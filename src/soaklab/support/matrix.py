@@ -51,7 +51,7 @@ def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] |
         return None, f"record {record.name} ({kind}): its kept reproduction is of an earlier record"
     if kept.get("verdict") != "pass":
         return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {kept.get('verdict')}"
-    return {"record": record.name, "date": kept["date"], "commit": kept["commit"],
+    return {"record": record.name, "date": kept["date"], "commit": kept["commit"], "dirty": kept.get("dirty"),
             "machine": kept["machine"]}, ""
 
 
@@ -120,11 +120,11 @@ def _tested_cell(evidence: Evidence) -> str:
     return "<br>".join(parts) or "—"
 
 
-def _record_cell(row: Row) -> str:
+def record_cell(row: Row) -> str:
     if row.benchmarked_by:
         b = row.benchmarked_by
         return (f"[{b['record']}](../records/{b['record']}/) reproduced {b['date'][:10]}, "
-                f"`{str(b['commit'])[:10]}`, {b['machine']}")
+                f"`{str(b['commit'])[:10]}`{' with changes' if b.get('dirty') else ''}, {b['machine']}")
     return ", ".join(f"[{r.name}](../records/{r.name}/)" for r in row.evidence.records) or "—"
 
 
@@ -148,7 +148,7 @@ def markdown(rows: list[Row]) -> str:
         c = row.evidence.combination
         why = "; ".join(row.reasons).replace("|", "\\|") or "—"
         lines.append(f"| {c.algo} | {c.task} | {c.sim} | {c.device} | {c.ranks} | **{row.level}** | "
-                     f"{_tested_cell(row.evidence)} | {_record_cell(row)} | {why} |")
+                     f"{_tested_cell(row.evidence)} | {record_cell(row)} | {why} |")
     return "\n".join(lines) + "\n"
 
 
