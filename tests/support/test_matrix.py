@@ -16,7 +16,7 @@ import yaml
 from soaklab.records import store
 from soaklab.records.compare import compare
 from soaklab.support.figures import README
-from soaklab.support.matrix import JSON_OUT, MARKDOWN, record_cell, generate, outputs
+from soaklab.support.matrix import JSON_OUT, MARKDOWN, generate, outputs, record_cell
 from tests.conftest import REPO
 
 G1_CPU = "flashsac/g1_motion_tracking/mujoco/cpu/1"
