@@ -231,6 +231,21 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from soaklab.evaluate import evaluate
+    from soaklab.jsonfiles import write_json_atomic
+    from soaklab.trained import load_trained
+
+    record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes)
+    write_json_atomic(args.out, record)
+    for clip, f in record["clips"].items():
+        print(f"evaluate: {clip} on {record['sim']}" + (" (sim-to-sim)" if record["sim_to_sim"] else "")
+              + f": {f['episodes']} episodes from the first frame, success {f['success_rate']:.1%}, tracked "
+              f"{f['tracked_fraction']:.1%} of the clip, MPKPE {f['mpkpe_m']:.3f} m (root-relative "
+              f"{f['root_relative_mpkpe_m']:.3f} m), joint error {f['joint_error_rad']:.3f} rad -> {args.out}")
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from soaklab.summary import summary_lines
 
@@ -559,6 +574,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="MuJoCo's GL backend (default: MUJOCO_GL, else glfw with a display, else egl)")
     play_cmd.set_defaults(func=cmd_play)
 
+    evaluate_cmd = sub.add_parser("evaluate", help="a tracking policy from the clip's first frame: success, MPKPE "
+                                  "(docs/learning.md)")
+    evaluate_cmd.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run dir `soaklab train` wrote")
+    evaluate_cmd.add_argument("--checkpoint", type=Path,
+                              help="a checkpoint of the run (its model_final.pt when not given)")
+    evaluate_cmd.add_argument("--sim", choices=("mujoco", "mjwarp"), default="mujoco",
+                              help="the backend to evaluate on (the other one than the run's: sim-to-sim)")
+    evaluate_cmd.add_argument("--episodes", type=int,
+                              help="episodes, one env each (default 64 on mujoco, 1024 on mjwarp)")
+    evaluate_cmd.add_argument("--out", type=Path, required=True, help="the evaluation JSON (not inside RUN_DIR)")
+    evaluate_cmd.set_defaults(func=cmd_evaluate)
+
     summary = sub.add_parser("summary", help="each run's verdict, figures and where its results lie (end of a DAG run)")
     summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
     summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
@@ -658,6 +685,7 @@ READS_WRITES.update({  # as typed: --flags and positional metavars
     cmd_validate: (("--soak", "--run-dir", "--metrics", "--run-config"), ("--out", "--html")),
     cmd_export: (("--checkpoint",), ("--out",)),
     cmd_play: (("--checkpoint",), ("--out",)),
+    cmd_evaluate: (("RUN_DIR", "--checkpoint"), ("--out",)),  # never into the run's evidence
     cmd_record_compare: (("--records",), ("--out", "--html")),
     cmd_record_verdict: (("COMPARISON",), ("--out",)),
     cmd_bench_backend: (("--assets-manifest",), ("--output",)),

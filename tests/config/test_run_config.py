@@ -154,3 +154,21 @@ def test_a_scene_that_does_not_load_is_refused_at_resolution(cli, pinned_wheel, 
     line = one_line(result.err)
     assert f"its scene {scene} does not load" in line and "pull again" in line, line
     assert not (tmp_path / "rc.json").exists()
+
+
+@pytest.mark.parametrize("motion, words", [
+    ("{tmp}/nonexistent.npz", "does not exist"),
+    ("{tmp}", "is not a regular file"),
+    ("{tmp}/notes.txt", "is not an NPZ archive"),
+])
+def test_a_bad_clip_path_is_refused_without_a_manifest_too(cli, tmp_path, motion, words):
+    """A configuration-only resolution (no asset manifest, nothing to check the clip against) still
+    refuses a clip path no run could load, in one line, writing nothing."""
+    (tmp_path / "notes.txt").write_text("not a clip")
+    out = tmp_path / "rc.json"
+    result = cli("config", "resolve", "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+                 f"env.motion={motion.format(tmp=tmp_path)}", "--out", out)
+    assert result.code == 2
+    line = one_line(result.err)
+    assert line.startswith("soaklab: error: env.motion=") and words in line and "largebox, synthetic" in line, line
+    assert not out.exists()

@@ -169,6 +169,7 @@ def check_asset_files(resolved: ResolvedRun) -> None:
 
     assets = resolved.assets
     if assets is None:
+        check_clip_path_alone(resolved.config["env"].get("motion"))
         return
     manifest = assets["manifest"]
     here = "a manifest's paths are relative to the folder its pull ran in: run from there, or pull again"
@@ -202,6 +203,22 @@ def check_asset_files(resolved: ResolvedRun) -> None:
         why = str(exc).removeprefix(f"{motion}: ")
         raise InvalidInput(f"env.motion={motion}: {why}; give a clip of this robot or a clip of the manifest "
                            f"({names})") from None
+
+
+def check_clip_path_alone(motion: str | None) -> None:
+    """A configuration resolved without an asset manifest (no scene to check a clip against) still
+    refuses an `env.motion` path that is missing, unreadable or not an NPZ archive: the record must
+    not carry a clip that no run could load."""
+    import zipfile
+
+    from soaklab.assets.clips import CLIP_CHOICES
+
+    if motion is None or motion in CLIP_CHOICES:
+        return
+    why = _unreadable(Path(motion)) or (None if zipfile.is_zipfile(motion) else "is not an NPZ archive")
+    if why:
+        raise InvalidInput(f"env.motion={motion}: {why}; give an NPZ clip's path or a clip name "
+                           f"({', '.join(CLIP_CHOICES)})")
 
 
 def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabilities) -> RankPlan:

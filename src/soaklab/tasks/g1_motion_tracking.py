@@ -386,6 +386,34 @@ class G1MotionTrackingEnv:
                           ref["joint_vel"]], dim=-1)
         self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
 
+    # -- evaluation (soaklab evaluate): episodes from the clip's start, never reset ----------------
+    def start_at_first_frame(self) -> torch.Tensor:
+        """Start every env at the clip's first frame, with the configured reset noise; the actor
+        observation. The frame sampler is not consulted (nor taught)."""
+        ids = torch.arange(self.num_envs, device=self.device)
+        qpos, qvel = self._reset_state(torch.zeros(self.num_envs, dtype=torch.long, device=self.device))
+        self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
+        self.start_frame.zero_()
+        self.episode_step.zero_()
+        self.last_action.zero_()
+        return self.observe(self._robot(), self._reference(self.frame), self.last_action)[0]
+
+    def step_without_reset(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor],
+                                                                 torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One control step of every env with no reset and no time limit: the robot and reference
+        state after it, the reference frame, the terminations and the next actor observation. A
+        terminated env keeps stepping; the caller stops counting it."""
+        actions = actions.detach().to(self.device, torch.float32)
+        self.apply_action(actions)
+        self.backend.step()
+        self.episode_step += 1
+        frame = self.frame
+        robot, ref = self._robot(), self._reference(frame)
+        terminated = self.failures(robot, ref)
+        obs = self.observe(robot, ref, actions)[0]
+        self.last_action = actions.clone()
+        return robot, ref, frame, terminated, obs
+
     def apply_action(self, actions: torch.Tensor) -> None:
         targets = self.default_joint_pos + self.action_scale * actions
         self.backend.ctrl_tensor.copy_(targets)

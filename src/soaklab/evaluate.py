@@ -1,0 +1,170 @@
+"""`soaklab evaluate`: what a motion-tracking policy learned, judged the way tracking work judges it
+(docs/learning.md, "Evaluation").
+
+Training figures come from episodes that start at random phases of the clip, with exploration.
+Evaluation starts every episode at the clip's first frame (the reset noise of the run's config
+still applies, so the episodes differ), acts with the deterministic policy of the exported ONNX
+file (the deployment artifact; the torch policy acts beside it as a cross-check), and runs each
+episode until it terminates or reaches the clip's last frame: there is no time limit, so the whole
+clip must be tracked. Per clip:
+
+- success_rate: the share of episodes that reach the clip's last frame without a termination;
+- tracked_fraction: the mean share of the clip an episode covered before it ended;
+- mpkpe_m: mean per-body position error of the tracked bodies, world frame;
+- root_relative_mpkpe_m: the same with each body taken relative to the root (pelvis) position;
+- joint_error_rad: mean absolute joint position error.
+
+Errors are averaged over every step of every episode while it runs. A policy trained on one backend
+and evaluated on the other is a sim-to-sim evaluation (`sim_to_sim: true`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from soaklab.errors import InvalidInput
+from soaklab.trained import TrainedRun
+
+TRACKING_TASK = "g1_motion_tracking"
+DEFAULT_EPISODES = {"mujoco": 64, "mjwarp": 1024}
+
+
+@dataclass(frozen=True)
+class ClipEvaluation:
+    episodes: int
+    success_rate: float
+    tracked_fraction: float
+    mpkpe_m: float
+    root_relative_mpkpe_m: float
+    joint_error_rad: float
+    steps: int  # control steps until the last episode ended
+
+
+def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
+    """Bad input, before any env is built: another task, a backend this host cannot run, no episodes."""
+    if trained.task != TRACKING_TASK:
+        raise InvalidInput(f"{trained.run_dir}: task {trained.task}: evaluation tracks a motion clip; "
+                           f"only {TRACKING_TASK} runs can be evaluated")
+    if episodes < 1:
+        raise InvalidInput(f"--episodes {episodes}: must be >= 1 (default {DEFAULT_EPISODES[sim]} on {sim})")
+    if sim == "mjwarp" and not torch.cuda.is_available():
+        raise InvalidInput("--sim mjwarp: needs an NVIDIA GPU (CUDA); evaluate on this host with --sim mujoco")
+
+
+def evaluation_config(trained: TrainedRun, sim: str, episodes: int) -> dict[str, Any]:
+    """The run's config with one env per episode on `sim`."""
+    import json
+
+    cfg = json.loads(json.dumps(trained.config))
+    cfg["algo"]["num_envs"] = episodes
+    cfg["training"]["sim_backend"] = sim
+    cfg["env"]["collector_tensor_device"] = "cuda" if sim == "mjwarp" else "cpu"
+    cfg["env"]["num_threads"] = 1
+    return cfg
+
+
+class OnnxPolicy:
+    """The run's policy exported to ONNX (into a scratch folder) and run by onnxruntime."""
+
+    def __init__(self, trained: TrainedRun, scratch: Path) -> None:
+        import onnxruntime
+
+        from soaklab.export import export
+
+        path = scratch / "policy.onnx"
+        export(trained, path)
+        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.input = self.session.get_inputs()[0].name
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.session.run(None, {self.input: obs.detach().cpu().numpy().astype(np.float32)})[0]
+        return torch.from_numpy(out)
+
+
+def body_errors(env: Any, robot: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per env: world-frame MPKPE and root-relative MPKPE over the tracked bodies, mean |joint error|."""
+    tb, root = env.tracked, env.root
+    robot_pos, ref_pos = robot["pos"][:, tb], ref["pos"][:, tb]
+    mpkpe = (ref_pos - robot_pos).norm(dim=-1).mean(-1)
+    relative = ((ref_pos - ref["pos"][:, root:root + 1]) - (robot_pos - robot["pos"][:, root:root + 1]))
+    joint = (ref["joint_pos"] - robot["joint_pos"]).abs().mean(-1)
+    return mpkpe, relative.norm(dim=-1).mean(-1), joint
+
+
+@torch.no_grad()
+def run_episodes(trained: TrainedRun, sim: str, episodes: int, scratch: Path) -> tuple[ClipEvaluation, float]:
+    """Every episode from the clip's first frame until it terminates or ends the clip; the clip's
+    figures and the largest |onnx - torch| action difference seen."""
+    from soaklab.tasks.registry import make_env
+
+    device = "cuda" if sim == "mjwarp" else "cpu"
+    env = make_env(trained.task, evaluation_config(trained, sim, episodes), trained.scene(), device=device,
+                   compile_terms=False)
+    policy = OnnxPolicy(trained, scratch)
+    try:
+        n, last = env.num_envs, env.num_frames - 1
+        obs = env.start_at_first_frame()
+        alive = torch.ones(n, dtype=torch.bool, device=env.device)
+        success = torch.zeros_like(alive)
+        reached = torch.zeros(n, dtype=torch.long, device=env.device)
+        sums = torch.zeros(3, n, dtype=torch.float64, device=env.device)
+        counts = torch.zeros(n, dtype=torch.float64, device=env.device)
+        worst, steps = 0.0, 0
+        while bool(alive.any()):
+            actions = policy(obs).to(env.device)
+            cross = trained.agent.act(obs.cpu(), slice(0, n), explore=False)
+            worst = max(worst, float((actions.cpu() - cross).abs().max()))
+            robot, ref, frame, terminated, obs = env.step_without_reset(actions)
+            steps += 1
+            errors = torch.stack(body_errors(env, robot, ref)).double()
+            sums += errors * alive
+            counts += alive
+            reached = torch.where(alive, frame, reached)
+            ended_clip = frame >= last
+            success |= alive & ended_clip & ~terminated
+            alive &= ~terminated & ~ended_clip
+        per_step = (sums.sum(-1) / counts.sum()).tolist()
+        figures = ClipEvaluation(episodes=n, success_rate=float(success.double().mean()),
+                                 tracked_fraction=float((reached.double() / last).mean()),
+                                 mpkpe_m=per_step[0], root_relative_mpkpe_m=per_step[1], joint_error_rad=per_step[2],
+                                 steps=steps)
+        return figures, worst
+    finally:
+        env.close()
+
+
+def clip_name(trained: TrainedRun) -> str:
+    motion = (trained.record["run"].get("assets") or {}).get("motion") or "clip"
+    return Path(motion).stem
+
+
+def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None) -> dict[str, Any]:
+    """The evaluation record of `trained` on `sim` (see the module docstring)."""
+    from soaklab.hostinfo import git_state, host_record
+
+    episodes = DEFAULT_EPISODES[sim] if episodes is None else episodes
+    check_request(trained, sim, episodes)
+    with tempfile.TemporaryDirectory(prefix="soaklab-evaluate-") as scratch:
+        figures, worst = run_episodes(trained, sim, episodes, Path(scratch))
+    trained_on = trained.config["training"]["sim_backend"]
+    return {
+        "kind": "evaluation",
+        "sim": sim,
+        "trained_on": trained_on,
+        "sim_to_sim": sim != trained_on,
+        "policy": "onnx",
+        "torch_cross_check": {"max_abs_action_diff": worst},
+        "start": "the clip's first frame, reset noise as configured, deterministic policy, no time limit",
+        "run": {"run_dir": str(trained.run_dir), "checkpoint": str(trained.checkpoint),
+                "iteration": trained.iteration, "config_hash": trained.record.get("config_hash")},
+        "commit": git_state(),
+        "host": host_record(),
+        "clips": {clip_name(trained): asdict(figures)},
+    }
