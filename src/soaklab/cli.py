@@ -280,6 +280,16 @@ def cmd_record_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_record_list(args: argparse.Namespace) -> int:
+    from soaklab.records import plan, store
+
+    names = sorted(p.name for p in args.records.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))) \
+        if args.records.is_dir() else []
+    records = {name: store.load(args.records, name) for name in names}  # a bad spec: exit 2, naming it
+    print(",".join(plan.ci_records(records) if args.ci else names))
+    return 0
+
+
 def cmd_record_compare(args: argparse.Namespace) -> int:
     from soaklab.records import store
     from soaklab.records.compare import compare
@@ -607,6 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
     record = sub.add_parser("record", help="benchmark records: check, compare, update (docs/records.md)"
                             ).add_subparsers(dest="action", required=True, metavar="ACTION")
     records_help = "the records folder"
+    listing = record.add_parser("list", help="the records' names, comma-separated (with --ci: those CI reproduces)")
+    listing.add_argument("--records", type=Path, default=Path("records"), help="the records folder")
+    listing.add_argument("--ci", action="store_true", help="only the records CI reproduces on every run (ci: true)")
+    listing.set_defaults(func=cmd_record_list)
     check = record.add_parser("check", help="read and check record specs (exit 2 naming the record and field)")
     check.add_argument("names", nargs="*", metavar="NAME", help="records to check (every record when none)")
     check.add_argument("--records", type=Path, default=Path("records"), help=records_help)

@@ -128,3 +128,34 @@ def test_artifacts_of_record_are_kept_per_machine_kind(tmp_path):
     assert store.artifacts_for(record, "cpu: Other CPU(R) x2") == other
     assert store.read_recorded(record, "cpu: Other CPU(R) x2")[0]["machine_kind"] == "cpu: Other CPU(R) x2"
     assert store.artifacts_for(record, "cpu: Unknown x2") == record.artifact_sets()[0]
+
+
+def test_the_ci_record_is_the_ci_dag_run():
+    """.ci/run reproduces record ci-dag instead of running the CI DAG (.test/config/config.yaml) a
+    second time: the two are one run. The record only pins what a bitwise record must (the seeds,
+    and the physics threads that CI's two cores give the DAG run)."""
+    from omegaconf import OmegaConf
+
+    records = load_records(REPO / "records", workflow_run_check(REPO))
+    assert [n for n, r in records.items() if r.ci] == ["ci-dag"]
+    merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.load(REPO / "config/config.yaml"),
+                                                    OmegaConf.load(REPO / ".test/config/config.yaml")))
+    dag_run = merged["runs"]["cpu"]
+    record_run = records["ci-dag"].runs[0].run
+    pinned = {"env.seed", "algo.seed", "env.num_threads"}
+    assert {k: v for k, v in record_run.items() if k != "overrides"} == {k: v for k, v in dag_run.items()
+                                                                         if k != "overrides"}
+    assert {k: v for k, v in record_run["overrides"].items() if k not in pinned} == dag_run["overrides"]
+    assert record_run["overrides"]["env.num_threads"] == 2
+
+
+def test_ci_records_are_listed_and_only_cpu_records_can_be_ci(tmp_path):
+    spec = _edit("machine", "cpu") | {"ci": True}
+    root = _root(tmp_path, spec)
+    listed = subprocess.run([sys.executable, "-m", "soaklab", "record", "list", "--ci", "--records",
+                             str(root / "records")], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and listed.stdout.strip() == "probe", listed.stderr
+    (root / "records" / "probe" / "record.yaml").write_text(yaml.safe_dump(spec | {"machine": "gpu", "compare": {
+        "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.5, 2.0]}]}}))
+    proc = _check(root)
+    assert proc.returncode == 2 and "records/probe/record.yaml: ci: CI has no GPU" in proc.stderr, proc.stderr

@@ -109,6 +109,7 @@ class Record:
     runs: tuple[RecordRun, ...]
     figures: tuple[Figure, ...]
     thresholds: tuple[Threshold, ...]
+    ci: bool = False  # CI reproduces it on every run (a cpu record CI's budget affords)
 
     @property
     def run_names(self) -> list[str]:
@@ -297,7 +298,11 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
         if entry.get("min") is None and entry.get("max") is None:
             raise RecordError(f"{at}: give min or max")
         thresholds.append(Threshold(figure, entry.get("min"), entry.get("max")))
-    return Record(name, folder, spec["description"], spec["machine"], exact, tuple(runs), figures, tuple(thresholds))
+    ci = bool(spec.get("ci", False))
+    if ci and spec["machine"] != "cpu":
+        raise RecordError(f"{where}/{SPEC}: ci: CI has no GPU; only a cpu record can be reproduced by CI")
+    return Record(name, folder, spec["description"], spec["machine"], exact, tuple(runs), figures, tuple(thresholds),
+                  ci)
 
 
 def load_records(root: Path, check_run: Callable[[str, dict[str, Any]], str | None] | None = None
@@ -307,6 +312,11 @@ def load_records(root: Path, check_run: Callable[[str, dict[str, Any]], str | No
         return {}
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     return {folder.name: load_record(folder, check_run) for folder in folders}
+
+
+def ci_records(records: dict[str, Record]) -> list[str]:
+    """The records CI reproduces on every run (`ci: true`), in name order."""
+    return [name for name, record in records.items() if record.ci]
 
 
 def selected(records: dict[str, Record], asked: Any) -> list[str]:

@@ -8,8 +8,8 @@ alone, so that the matrix generated from it is the same on every machine:
   of its device (REFERENCE_HOST), or the one line that refuses it;
 - tested: the tests marked `@pytest.mark.covers("algo/task/sim/device/ranks")` (tests/conftest.py
   fails a marked test whose runs did not train that configuration, so a marker cannot claim what
-  its test does not do), the CI DAG's runs (.test/config/config.yaml over config/config.yaml) and
-  the cpu records, which CI reproduces;
+  its test does not do), and the records CI reproduces on every run (`ci: true`; record ci-dag is
+  the CI DAG's run, .test/config/config.yaml over config/config.yaml);
 - records: every record of the configuration, with the artifacts of record of each machine kind and
   their kept reproduction (records/<name>/machines/<kind>/reproduced.json, written by
   `soaklab record keep`).
@@ -29,7 +29,6 @@ from soaklab.records.store import REPRODUCED
 DEVICES = ("cpu", "cuda")
 RANKS = (1, 2, 4, 8)
 COVERS = "covers"
-CI_CONFIGS = ("config/config.yaml", ".test/config/config.yaml")
 GIB = 1 << 30
 # The host a configuration is resolved for, per rank: the GPU machine's shape (16 cores, 128 GiB, one
 # H200 with 139 GiB free). Named here, not probed, so that no figure of this machine enters the matrix.
@@ -70,7 +69,7 @@ class Evidence:
     combination: Combination
     refusal: str | None  # None: it resolves
     tests: tuple[Test, ...]
-    ci_runs: tuple[str, ...]  # the CI DAG's runs and the cpu records CI reproduces
+    ci_runs: tuple[str, ...]  # the records CI reproduces (the CI DAG's run among them)
     records: tuple[Record, ...]
 
 
@@ -149,18 +148,11 @@ def _run_combination(run: dict[str, Any]) -> Combination:
     return Combination(run["algo"], run["task"], run["sim"], "cpu", int(ranks))
 
 
-def ci_runs(root: Path, records: dict[str, Record]) -> dict[str, list[str]]:
-    """Configuration key -> what CI runs of it: the CI DAG's soak runs and the cpu records."""
-    from omegaconf import OmegaConf
-
-    merged = OmegaConf.to_container(OmegaConf.merge(*(OmegaConf.load(root / p) for p in CI_CONFIGS)))
-    assert isinstance(merged, dict)
+def ci_runs(records: dict[str, Record]) -> dict[str, list[str]]:
+    """Configuration key -> what CI runs of it: the records it reproduces on every run."""
     found: dict[str, list[str]] = {}
-    for name in merged.get("soak_runs") or []:
-        key = _run_combination(merged["runs"][name]).key
-        found.setdefault(key, []).append(f"CI DAG run {name} ({CI_CONFIGS[-1]})")
     for record in records.values():
-        if record.machine == "cpu":
+        if record.ci:
             found.setdefault(_run_combination(record.runs[0].run).key, []).append(
                 f"record {record.name} (CI reproduces it)")
     return found
@@ -187,7 +179,7 @@ def snapshots(record: Record, artifacts: Path) -> list[dict[str, Any]]:
 def inventory(root: Path) -> list[Evidence]:
     """Every configuration with its evidence, in a fixed order."""
     records = load_records(root / "records", workflow_run_check(root))
-    tests, ci = marked_tests(root), ci_runs(root, records)
+    tests, ci = marked_tests(root), ci_runs(records)
     by_combination: dict[Combination, list[Record]] = {}
     for record in records.values():
         by_combination.setdefault(record_combination(record), []).append(record)

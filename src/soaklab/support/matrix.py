@@ -3,7 +3,7 @@ validation inventory (soaklab.support.inventory; docs/support-matrix.md).
 
     Refused       the settings contract refuses it on its reference host (the line says why)
     Configured    it resolves and validates against the settings contract
-    Tested        configured, and a CI test or the CI DAG runs it
+    Tested        configured, and a CI test or a record CI reproduces runs it
     Benchmarked   configured, and a record of it was reproduced within its bands (kept reproduction)
     Recommended   benchmarked, every learning threshold of its records met on the runs of record, and
                   a record of it soaked for 30 minutes or more with a clean leak verdict
@@ -100,7 +100,7 @@ def decide(evidence: Evidence) -> Row:
         if not evidence.records:
             reasons.append("no record")
         if not tested:
-            reasons.insert(0, "no CI test or CI DAG run")
+            reasons.insert(0, "no CI test or CI-reproduced record")
         return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons))
     learned = [thresholds_met(r, a) for r, a in sets]
     soaked = [long_clean_soak(r, a) for r, a in sets]
