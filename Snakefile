@@ -52,6 +52,7 @@ rule play:
     input:
         expand("results/{run}/policy.onnx", run=config["soak_runs"]),
         expand("results/{run}/play.mp4", run=config["soak_runs"]),
+        expand("results/{run}/evaluation.json", run=TRACKING_SOAK_RUNS),
 
 
 # Every run of every sweep under `sweeps:`, soaked and validated, then one table per sweep

@@ -60,7 +60,8 @@ def main() -> int:
         run, soak, metrics = base / "run", base / "soak.json", base / "metrics.json"
         made = soaklab("soak", *CARTPOLE, "--num-envs", "8", "--iterations", "20", "--min-duration-seconds", "1",
                        "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120",
-                       "--stale-progress-seconds", "60", "--post-shutdown-grace-seconds", "2", *[a for o in SMALL for a in ("--extra-override", o)],
+                       "--stale-progress-seconds", "60", "--post-shutdown-grace-seconds", "2",
+                       *[a for o in SMALL for a in ("--extra-override", o)],
                        "--log-dir", run, "--output", soak, cwd=base)
         if made.returncode != 0:
             print(made.stdout + made.stderr, file=sys.stderr)
@@ -115,8 +116,9 @@ def main() -> int:
                                           "--out", base / "p.onnx")),
         ]
         lines.append("# Issue 28's refusals on real files (scripts/refusals.py); $W is the scratch folder.")
-        lines.append(f"# evidence: G1 assets pulled into $W (results/assets/manifest.json), a 20-iteration cart-pole soak ($W/run, $W/soak.json, $W/metrics.json) and a "
-                     f"second run ($W/other-run); sha256 before: {before}")
+        lines.append("# evidence: G1 assets pulled into $W (results/assets/manifest.json), a 20-iteration cart-pole "
+                     f"soak ($W/run, $W/soak.json, $W/metrics.json) and a second run ($W/other-run); sha256 before: "
+                     f"{before}")
         lines.append(f"# a clean run ends clean: the soak's console carries "
                      f"{(made.stdout + made.stderr).count('leaked semaphore')} 'leaked semaphore' warning(s)")
         for label, argv in cases:

@@ -37,7 +37,8 @@ def g1_run(tmp_path_factory, g1_assets) -> Path:
 def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run):
     before = digest(g1_run)
     out = tmp_path / "evaluation.json"
-    result = cli("evaluate", g1_run, "--episodes", "6", "--out", out)
+    page = tmp_path / "evaluation.html"
+    result = cli("evaluate", g1_run, "--episodes", "6", "--out", out, "--html", page)
     assert result.code == 0, result.err
     record = json.loads(out.read_text())
     assert record["sim"] == record["trained_on"] == "mujoco" and record["sim_to_sim"] is False
@@ -50,6 +51,7 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run)
     for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
         assert 0.0 < figures[name] < 5.0, (name, figures[name])
     assert "evaluate: largebox on mujoco: 6 episodes from the first frame" in result.out
+    assert "largebox" in page.read_text() and "first frame on mujoco" in page.read_text()
     assert digest(g1_run) == before  # evaluation never writes into the run's evidence
 
 
@@ -72,6 +74,8 @@ def test_evaluate_refuses_bad_requests_in_one_line(cli, tmp_path, g1_run):
         (("evaluate", cartpole, "--out", tmp_path / "e.json"), "only g1_motion_tracking runs can be evaluated"),
         (("evaluate", g1_run, "--episodes", "0", "--out", tmp_path / "e.json"), "--episodes 0: must be >= 1"),
         (("evaluate", g1_run, "--out", g1_run / "evaluation.json"), "is inside the input RUN_DIR"),
+        (("evaluate", g1_run, "--out", tmp_path / "e.json", "--html", g1_run / ".." / g1_run.name / "e.html"),
+         "is inside the input RUN_DIR"),
         (("evaluate", tmp_path / "nothing", "--out", tmp_path / "e.json"), "not a run dir"),
     ]
     if not torch.cuda.is_available():

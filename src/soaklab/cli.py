@@ -238,6 +238,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes)
     write_json_atomic(args.out, record)
+    if args.html is not None:
+        from soaklab.evaluate import write_page
+
+        write_page(record, args.html)
     for clip, f in record["clips"].items():
         print(f"evaluate: {clip} on {record['sim']}" + (" (sim-to-sim)" if record["sim_to_sim"] else "")
               + f": {f['episodes']} episodes from the first frame, success {f['success_rate']:.1%}, tracked "
@@ -594,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_cmd.add_argument("--episodes", type=int,
                               help="episodes, one env each (default 64 on mujoco, 1024 on mjwarp)")
     evaluate_cmd.add_argument("--out", type=Path, required=True, help="the evaluation JSON (not inside RUN_DIR)")
+    evaluate_cmd.add_argument("--html", type=Path, help="the evaluation as an HTML table (for the Snakemake report)")
     evaluate_cmd.set_defaults(func=cmd_evaluate)
 
     summary = sub.add_parser("summary", help="each run's verdict, figures and where its results lie (end of a DAG run)")
@@ -699,7 +704,7 @@ READS_WRITES.update({  # as typed: --flags and positional metavars
     cmd_validate: (("--soak", "--run-dir", "--metrics", "--run-config"), ("--out", "--html")),
     cmd_export: (("--checkpoint",), ("--out",)),
     cmd_play: (("--checkpoint",), ("--out",)),
-    cmd_evaluate: (("RUN_DIR", "--checkpoint"), ("--out",)),  # never into the run's evidence
+    cmd_evaluate: (("RUN_DIR", "--checkpoint"), ("--out", "--html")),  # never into the run's evidence
     cmd_record_compare: (("--records",), ("--out", "--html")),
     cmd_record_verdict: (("COMPARISON",), ("--out",)),
     cmd_bench_backend: (("--assets-manifest",), ("--output",)),

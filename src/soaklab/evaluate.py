@@ -168,3 +168,14 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None) -> dict
         "host": host_record(),
         "clips": {clip_name(trained): asdict(figures)},
     }
+
+
+def write_page(record: dict[str, Any], path: Path) -> None:
+    """The evaluation as one row per clip, in the report's style."""
+    from soaklab.report import write_table
+
+    rows = [{"clip": clip, **figures} for clip, figures in record["clips"].items()]
+    where = f"{record['sim']}" + (f" (sim-to-sim: trained on {record['trained_on']})" if record["sim_to_sim"] else "")
+    write_table(rows, path, f"Evaluation from the clip's first frame on {where}",
+                verdict=f"{record['policy']} policy of iteration {record['run']['iteration']}; torch agrees within "
+                        f"{record['torch_cross_check']['max_abs_action_diff']:.1e}")

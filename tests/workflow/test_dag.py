@@ -81,16 +81,21 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
 
     # The optional play target: the soaked policy as ONNX (parity checked) and its playback.
     play_overlay = work.parent / "play.yaml"
-    play_overlay.write_text("play:\n  seconds: 0.5\n")
+    play_overlay.write_text("play:\n  seconds: 0.5\n  evaluation_episodes: 4\n")
     proc = snakemake(project, "play", overlays=(play_overlay,))
     assert proc.returncode == 0, proc.stderr[-3000:]
     parity = json.loads((results / "policy.parity.json").read_text())
     assert parity["parity"]["passed"] and parity["task"] == "g1_motion_tracking"
     played = json.loads((results / "play.json").read_text())
     assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
+    # ... and, a tracking run, its policy evaluated from the clip's first frame (docs/learning.md).
+    evaluation = json.loads((results / "evaluation.json").read_text())
+    assert evaluation["clips"]["largebox"]["episodes"] == 4 and evaluation["policy"] == "onnx"
+    assert "largebox" in (results / "evaluation.html").read_text()
     proc = snakemake(project, "play", "--report", str(work / "play-report.html"), overlays=(play_overlay,))
     assert proc.returncode == 0, proc.stderr
     assert "play.png" in (work / "play-report.html").read_text()
+    assert "evaluation.html" in (work / "play-report.html").read_text()
 
     assert planned(project) == {}
     # -R extract_metrics: extraction and validation only; the soak is not rerun.

@@ -82,6 +82,9 @@ def _check_runs():
 
 _check_runs()
 
+# The soak runs the play target also evaluates from the clip's first frame (tracking tasks only).
+TRACKING_SOAK_RUNS = [name for name in config["soak_runs"] if config["runs"][name]["task"] == "g1_motion_tracking"]
+
 
 # Each rule's code inputs: the import closure of the CLI command it runs, read from the source when
 # the DAG loads (soaklab.codedeps).

@@ -1,6 +1,7 @@
 # The optional `play` target (docs/export.md): each soaked run's policy as ONNX with its parity
-# check, and a rendered playback with its contact sheet in the report. Soaks never render: this
-# runs only when asked for, after the run's soak.
+# check, and a rendered playback with its contact sheet in the report; a tracking run's policy is
+# also evaluated from the clip's first frame (docs/learning.md). Soaks never render: this runs only
+# when asked for, after the run's soak.
 
 
 rule export_policy:
@@ -45,3 +46,30 @@ rule play_policy:
         seconds=config["play"]["seconds"],
     shell:
         "{params.soaklab} play {input.train} --out {output.video} --seconds {params.seconds} > {log} 2>&1"
+
+
+rule evaluate_policy:
+    input:
+        soak=rules.train_soak.output.soak,
+        train=rules.train_soak.output.train,
+        code=code_of("evaluate"),
+    output:
+        json="results/{run}/evaluation.json",
+        html=report(
+            "results/{run}/evaluation.html",
+            category="{run}",
+            caption="../report/evaluation.rst",
+        ),
+    log:
+        "logs/{run}/evaluate_policy.log",
+    benchmark:
+        "benchmarks/rules/{run}/evaluate_policy.tsv"
+    threads: 1
+    resources:
+        **PLAY_RESOURCES,
+    params:
+        soaklab=SOAKLAB,
+        episodes=config["play"]["evaluation_episodes"],
+    shell:
+        "{params.soaklab} evaluate {input.train} --sim mujoco --episodes {params.episodes} "
+        "--out {output.json} --html {output.html} > {log} 2>&1"
