@@ -72,7 +72,8 @@ def test_evaluate_refuses_bad_requests_in_one_line(cli, tmp_path, g1_run):
     cartpole = train(tmp_path / "cartpole", "sac", "cartpole_swingup")
     cases = [
         (("evaluate", cartpole, "--out", tmp_path / "e.json"), "only g1_motion_tracking runs can be evaluated"),
-        (("evaluate", g1_run, "--episodes", "0", "--out", tmp_path / "e.json"), "--episodes 0: must be >= 1"),
+        (("evaluate", g1_run, "--episodes", "0", "--out", tmp_path / "e.json"), "--episodes 0: must be in [1, 16384]"),
+        (("evaluate", g1_run, "--episodes", "100000", "--out", tmp_path / "e.json"), "--episodes 100000: must be in"),
         (("evaluate", g1_run, "--out", g1_run / "evaluation.json"), "is inside the input RUN_DIR"),
         (("evaluate", g1_run, "--out", tmp_path / "e.json", "--html", g1_run / ".." / g1_run.name / "e.html"),
          "is inside the input RUN_DIR"),

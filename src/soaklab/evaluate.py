@@ -33,6 +33,7 @@ from soaklab.trained import TrainedRun
 
 TRACKING_TASK = "g1_motion_tracking"
 DEFAULT_EPISODES = {"mujoco": 64, "mjwarp": 1024}
+MAX_EPISODES = 16384  # one env each: the bound keeps a typo from asking for gigabytes of worlds
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,22 @@ def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
     if trained.task != TRACKING_TASK:
         raise InvalidInput(f"{trained.run_dir}: task {trained.task}: evaluation tracks a motion clip; "
                            f"only {TRACKING_TASK} runs can be evaluated")
-    if episodes < 1:
-        raise InvalidInput(f"--episodes {episodes}: must be >= 1 (default {DEFAULT_EPISODES[sim]} on {sim})")
+    if not 1 <= episodes <= MAX_EPISODES:
+        raise InvalidInput(f"--episodes {episodes}: must be in [1, {MAX_EPISODES}] (one env each; default "
+                           f"{DEFAULT_EPISODES[sim]} on {sim})")
     if sim == "mjwarp" and not torch.cuda.is_available():
         raise InvalidInput("--sim mjwarp: needs an NVIDIA GPU (CUDA); evaluate on this host with --sim mujoco")
 
 
 def evaluation_config(trained: TrainedRun, sim: str, episodes: int) -> dict[str, Any]:
-    """The run's config with one env per episode on `sim`."""
-    import json
+    """The run's playback config (rollout.playback_config: MuJoCo, one physics thread) with one env
+    per episode, moved to MuJoCo Warp's device-resident env when `sim` is mjwarp."""
+    from soaklab.rollout import playback_config
 
-    cfg = json.loads(json.dumps(trained.config))
-    cfg["algo"]["num_envs"] = episodes
-    cfg["training"]["sim_backend"] = sim
-    cfg["env"]["collector_tensor_device"] = "cuda" if sim == "mjwarp" else "cpu"
-    cfg["env"]["num_threads"] = 1
+    cfg = playback_config(trained, episodes)
+    if sim == "mjwarp":
+        cfg["training"]["sim_backend"] = "mjwarp"
+        cfg["env"]["collector_tensor_device"] = "cuda"
     return cfg
 
 
