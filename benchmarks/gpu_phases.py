@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from soaklab.hostinfo import git_state
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
@@ -65,7 +66,15 @@ def main() -> int:
     record = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "source": args.source,
+        "git": git_state(),
         "algo": summary["algo"], "num_envs": num_envs, "ranks": ranks,
+        # The throughput levers this run used (docs/runtime.md, "GPU throughput").
+        "settings": {"batch_size": algo["batch_size"], "updates_per_step": algo["updates_per_step"],
+                     "compile": algo.get("compile", "eager"),
+                     "collector_stream_priority": run_config["config"]["training"].get("collector_stream_priority",
+                                                                                       "default")},
+        "compile_ran": ((summary["runtime_manifest"].get("learner_diagnostics") or {}).get("cuda_graph") or {})
+        .get("compile"),
         "nccl_environment": (summary["runtime_manifest"].get("data_parallel") or {}).get("nccl_environment"),
         "steady_state": {"from_iteration": args.steady_from, "iterations": iterations, "wall_s": round(wall, 2),
                          "env_steps_per_s": round(throughput, 1), "learner_samples_per_s": round(samples, 1)},

@@ -408,6 +408,7 @@ def cmd_bench_backend(args: argparse.Namespace) -> int:
 
 def cmd_bench_learner(args: argparse.Namespace) -> int:
     from soaklab.bench.learner import run_learner_bench
+    from soaklab.config.keys import COMPILE_MODES
 
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     bad = [a for a in algos if a not in ("sac", "flashsac")]
@@ -423,8 +424,11 @@ def cmd_bench_learner(args: argparse.Namespace) -> int:
                              ("--num-envs", args.num_envs, 1), ("--replay-rows", args.replay_rows, 1)):
         if value < low:
             raise InvalidInput(f"{flag}={value}: expected an integer >= {low}")
+    scopes = tuple(c.strip() for c in args.compile.split(",") if c.strip())
+    if not scopes or any(c not in COMPILE_MODES for c in scopes):
+        raise InvalidInput(f"--compile {args.compile}: expected a comma list of {', '.join(COMPILE_MODES)}")
     run_learner_bench(algos, batches, args.device, args.num_envs, args.warmup, args.iters, args.replay_rows,
-                      args.output, args.argv)
+                      args.output, args.argv, scopes)
     print(f"bench: wrote {args.output}")
     return 0
 
@@ -691,6 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     learner.add_argument("--warmup", type=int, default=20, help="untimed calls first")
     learner.add_argument("--iters", type=int, default=200, help="timed calls")
     learner.add_argument("--replay-rows", type=int, default=100_000, help="rows in the replay the updates sample")
+    learner.add_argument("--compile", default="eager",
+                         help="comma list of algo.compile scopes to time (eager, nets, update, auto)")
     learner.add_argument("--output", type=Path, required=True, help="the benchmark JSON")
     learner.set_defaults(func=cmd_bench_learner)
     return parser

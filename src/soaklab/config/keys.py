@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from soaklab.settings.contract import MAX_SEED
 
+# algo.compile (soaklab.rl.agents.compiled says what each scope compiles).
+COMPILE_MODES = ("eager", "nets", "update", "auto")
+
 # Keys whose default is null, with the kind a non-null value must have.
 NULLABLE_KINDS: dict[str, type] = {
     "env.num_threads": int,
@@ -48,6 +51,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "env.sampler": ("uniform", "adaptive"),
     "task.action_bounds": ("joint_limits", "motor_scale"),
     "algo.warmup_actions": ("uniform", "policy"),
+    "algo.compile": COMPILE_MODES,
+    "training.collector_stream_priority": ("default", "high"),
 }
 
 # Set by the owner or by resolution; an override of them fails closed with the reason.

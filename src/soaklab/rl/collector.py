@@ -64,7 +64,9 @@ def collector_main(spec: CollectorSpec) -> None:
     arrays = SharedArrays(spec.handles.specs, create=False)
     code = 0
     try:
-        Collector(spec, arrays).run()  # not kept: its references to the CUDA ring go with it
+        # Built and run under its stream (None: the current one), so the env's backend takes its priority.
+        with torch.cuda.stream(collector_stream(spec.config)):
+            Collector(spec, arrays).run()  # not kept: its references to the CUDA ring go with it
     except Stopped:
         arrays["control"][C.STOP_RETURNS] += 1
     except BaseException:
@@ -75,6 +77,17 @@ def collector_main(spec: CollectorSpec) -> None:
         stop_compile_workers()
         arrays.close()
     leave(code)
+
+
+def collector_stream(config: dict[str, Any]) -> torch.cuda.Stream | None:
+    """training.collector_stream_priority=high on a CUDA carrier: a stream of the GPU's highest
+    priority, so the env step's kernels are scheduled ahead of the learner's update wherever both
+    wait for the same multiprocessors (the learner's stream keeps the default, lowest, priority)."""
+    device = config["env"]["collector_tensor_device"] or "cpu"
+    if config["training"]["collector_stream_priority"] != "high" or not str(device).startswith("cuda"):
+        return None
+    # torch maps a priority beyond the device's range to its nearest end: the highest.
+    return torch.cuda.Stream(torch.device(device), priority=-100)
 
 
 def stop_compile_workers() -> None:

@@ -90,7 +90,11 @@ class MjwarpBackend:
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
             self._reset_qvel = wp.zeros((n, nv), dtype=float)
             self._state = wp.zeros((n, nq + nv + ns), dtype=float)
-        self.stream = self.wp_device.stream
+        # Warp's stream takes the priority of the torch stream that builds the backend: a collector
+        # that steps the envs ahead of a learner's update on the same GPU builds it under a
+        # high-priority stream (training.collector_stream_priority); warp knows -1 (high) and 0.
+        torch_priority = torch.cuda.current_stream(self.torch_device).priority
+        self.stream = wp.Stream(self.wp_device, priority=-1) if torch_priority < 0 else self.wp_device.stream
         # Zero-copy torch views of the warp arrays (same storage: tested by data_ptr).
         self.views = {"qpos": wp.to_torch(self.d.qpos), "qvel": wp.to_torch(self.d.qvel),
                       "sensordata": wp.to_torch(self.d.sensordata)}

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
+from soaklab.rl.agents.compiled import Compilation
 from soaklab.rl.replay import ReplayRing
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ class OffPolicyAgent:
         self.generator = seeded_generator(int(cfg["seed"]), device)
         # Decided once, when the agent is built (SOAKLAB_LEARNER_CUDA_GRAPH is read here).
         self.graphs = graph_requested(device)
+        self.compilation = Compilation(str(cfg["compile"]), device)
         # NaN until a value is first written: the logger skips what no update has produced yet.
         self.diagnostics = torch.full((len(self.diag_names),), float("nan"), device=device)
         self._index = {name: i for i, name in enumerate(self.diag_names)}
@@ -198,10 +200,18 @@ class OffPolicyAgent:
         """Updates sample `batch_size` rows from `replay` (inside the captured step)."""
         self.replay, self.batch_size = replay, batch_size
         generators = (self.generator, replay.generator)
-        self._updates = {name: CapturedStep(f"update_{name}", fn, self.device, generators, requested=self.graphs)
+        # Compiled (algo.compile) before the first call: the start-up calls, eager on a side stream
+        # before capture, are also the ones that compile.
+        self.compilation.networks(self.compiled_networks())
+        self._updates = {name: CapturedStep(f"update_{name}", self.compilation.step(name, fn), self.device,
+                                            generators, requested=self.graphs)
                          for name, fn in self.update_variants().items()}
 
     def update_variants(self) -> dict[str, Callable[[], None]]:
+        raise NotImplementedError
+
+    def compiled_networks(self) -> list[nn.Module]:
+        """The networks `algo.compile=nets` compiles (their forwards also serve inference)."""
         raise NotImplementedError
 
     def variant(self, step: int) -> str:
@@ -279,7 +289,7 @@ class OffPolicyAgent:
 
     def capture_diagnostics(self) -> dict[str, Any]:
         steps = list(self._updates.values()) + [c for c, _, _ in self._inference.values()]
-        return graph_diagnostics(steps)
+        return graph_diagnostics(steps) | {"compile": self.compilation.diagnostics()}
 
     def close(self) -> None:
         for step in [*self._updates.values(), *(c for c, _, _ in self._inference.values())]:

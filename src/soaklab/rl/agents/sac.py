@@ -78,6 +78,9 @@ class SACAgent(OffPolicyAgent):
     def modules(self) -> list[nn.Module]:
         return [self.actor, self.critics, self.targets, self.temperature, *super().modules()]
 
+    def compiled_networks(self) -> list[nn.Module]:
+        return [self.actor, self.critics, self.targets]
+
     def networks(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
                 "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}
