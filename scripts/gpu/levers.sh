@@ -12,6 +12,7 @@
 # 3. short training runs under CUDA MPS (RUNS: name:envs:iterations:override,override...; "@best"
 #    in an override is BEST), each read back by benchmarks/gpu_phases.py (steady state from a
 #    third of the iterations).
+# 4. with AB set, the learning A/B of that setting against the gpu-learning record (below).
 # Every stage repacks $OUT/levers.tgz as it ends, so a visit cut short keeps what finished. It
 # outlasts one device command: start it detached and collect it (scripts/gpu/README.md).
 set -uo pipefail
@@ -78,5 +79,24 @@ print('  ', d['steady_state']['env_steps_per_s'], 'env-steps/s; update', p['lear
   cp "$dir/run_summary.json" "$logs/run_summary_$name.json" 2>/dev/null
   pack
 done
+
+# 4. AB (a record_overrides line, e.g. "algo.compile: update"): the learning record's three seeds
+#    rerun with it through `snakemake reproduce` (side by side, as the record was made), compared
+#    with the committed gpu-learning record at its fixed env-step counts.
+if [ -n "${AB:-}" ]; then
+  stage "learning A/B against the gpu-learning record: ${AB}"
+  work=/root/lever-ab && rm -rf "$work" && mkdir -p "$work" && cp -a . "$work/tree" && rm -rf "$work/tree/.device"
+  printf 'assets:\n  source: %s\nrecord_overrides:\n  %s\n' \
+    "$(pwd)/resources/assets/cache/mjlab-1.6.0-py3-none-any.whl" "$AB" >"$work/ab.yaml"
+  (cd "$work/tree" && python3 -m snakemake reproduce --config reproduce=gpu-learning --cores 16 --scheduler greedy \
+     --configfile "$work/ab.yaml" >"$logs/reproduce-ab.log" 2>&1; echo "reproduce A/B: exit $?")
+  tail -5 "$logs/reproduce-ab.log"
+  mkdir -p "$logs/ab" && cp -a "$work/tree/results/reproduce" "$logs/ab/" 2>/dev/null
+  for d in "$work"/tree/results/rec-gpu-learning-seed*; do
+    [ -d "$d" ] && mkdir -p "$logs/ab/$(basename "$d")" && cp "$d"/*.json "$d"/train/*.json "$logs/ab/$(basename "$d")/" 2>/dev/null
+  done
+  cp -a "$work/tree/logs" "$logs/ab/logs" 2>/dev/null
+  pack
+fi
 python3 -m soaklab mps stop >>"$logs/mps.log" 2>&1
 stage "done"

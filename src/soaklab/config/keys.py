@@ -19,6 +19,8 @@ NULLABLE_KINDS: dict[str, type] = {
     "training.log_dir": str,
     "training.dp_ranks": int,
     "training.dp_collector_cpu_ids": list,  # checked whole at resolution (soaklab.settings.ranks)
+    "training.mps_learner_thread_percentage": int,
+    "training.mps_collector_thread_percentage": int,
 }
 
 # Exact ints that must be >= the given minimum.
@@ -36,6 +38,8 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.noise_zeta_max": 1,
     "env.num_threads": 1,
     "training.dp_ranks": 1,
+    "training.mps_learner_thread_percentage": 1,
+    "training.mps_collector_thread_percentage": 1,
     "env.seed": 0,
     "algo.seed": 0,
 }
@@ -45,7 +49,12 @@ INT_MINIMUMS: dict[str, int] = {
 INT_MAXIMUMS: dict[str, int] = {
     "env.seed": MAX_SEED,
     "algo.seed": MAX_SEED,
+    "training.mps_learner_thread_percentage": 100,
+    "training.mps_collector_thread_percentage": 100,
 }
+
+# MPS client limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per process): only with cuda_process_sharing=mps.
+MPS_THREAD_KEYS = ("training.mps_learner_thread_percentage", "training.mps_collector_thread_percentage")
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "env.sampler": ("uniform", "adaptive"),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from soaklab.config.compose import ComposedConfig, compose
 from soaklab.config.host import allow_cpu_carrier_from_env
+from soaklab.config.keys import MPS_THREAD_KEYS
 from soaklab.config.overrides import Override, merge_overrides, parse_overrides
 from soaklab.config.run_config import (
     ResolvedRun,
@@ -28,7 +29,7 @@ from soaklab.config.run_config import (
     resolve_run_config,
 )
 from soaklab.environment import check_graph_env
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, SettingError
 from soaklab.schemas import load_artifact
 from soaklab.settings.budget import check_memory_budget, compute_memory_budget
 from soaklab.settings.contract import resolve_runtime_settings
@@ -65,6 +66,7 @@ def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
     """Compose, check the contract, resolve devices and the budget on `host`; nothing is written."""
     check_graph_env()
     composed = compose(request.algo, request.task, request.sim, list(request.overrides))
+    mps_threads(composed.config["training"])
     resolved = resolve_run_config(composed, host, allow_cpu_carrier_from_env(), request.manifest)
     return replace(resolved, origin=f"resolved on this host ({host.source})")
 
@@ -192,11 +194,24 @@ def select_mps(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
     """Pick the MPS daemon a run with cuda_process_sharing=mps uses (resolution already refused mps
     anywhere it cannot work); `apply` points this process, and what it spawns, at it. Before any
     CUDA call: the driver reads the choice when the context is created."""
+    training = resolved.composed.config["training"]
+    threads = mps_threads(training)
     if resolved.settings.cuda_process_sharing != "mps":
         return resolved
     from soaklab.mps.client import select_daemon
 
-    selection: MpsSelection = select_daemon(resolved.composed.config["training"]["device"])
+    selection: MpsSelection = replace(select_daemon(training["device"]), learner_threads=threads[0],
+                                      collector_threads=threads[1])
     if apply:
         selection.apply()
     return replace(resolved, mps=selection)
+
+
+def mps_threads(training: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(learner, collector) MPS thread percentages; set without cuda_process_sharing=mps, refused."""
+    values = tuple(training[key.split(".", 1)[1]] for key in MPS_THREAD_KEYS)
+    if training["cuda_process_sharing"] != "mps":
+        for key, value in zip(MPS_THREAD_KEYS, values, strict=True):
+            if value is not None:
+                raise SettingError(key, value, "limits an MPS client; it needs training.cuda_process_sharing=mps")
+    return values[0], values[1]

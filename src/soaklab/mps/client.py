@@ -12,6 +12,8 @@ the control daemon's server list is the evidence the manifest records.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ from soaklab.mps.records import CONTROL_SOCKET, is_socket, live_records
 
 KEY = "training.cuda_process_sharing"
 PIPE_ENV, LOG_ENV = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
+# The share of the GPU's threads (multiprocessors) one client's kernels may occupy; the driver reads
+# it when the process initialises CUDA, so each process takes its own before its first CUDA call.
+THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 DEFAULT_PIPE_DIR = "/tmp/nvidia-mps"  # the driver's default when CUDA_MPS_PIPE_DIRECTORY is unset
 
 
@@ -34,6 +39,8 @@ class MpsSelection:
     daemon: str | None
     gpu_uuids: tuple[str, ...]
     control_pid: int | None
+    learner_threads: int | None = None  # training.mps_learner_thread_percentage
+    collector_threads: int | None = None  # training.mps_collector_thread_percentage
 
     @property
     def control_pipe(self) -> str:
@@ -44,6 +51,24 @@ class MpsSelection:
         os.environ[PIPE_ENV] = self.pipe_dir
         if self.log_dir:
             os.environ[LOG_ENV] = self.log_dir
+        set_threads(self.learner_threads)
+
+    @contextmanager
+    def collector_environment(self) -> Iterator[None]:
+        """Around the collector's spawn: the child starts with the collector's thread share (it
+        inherits the environment at spawn), this process keeps the learner's."""
+        set_threads(self.collector_threads)
+        try:
+            yield
+        finally:
+            set_threads(self.learner_threads)
+
+
+def set_threads(percentage: int | None) -> None:
+    if percentage is None:
+        os.environ.pop(THREADS_ENV, None)
+    else:
+        os.environ[THREADS_ENV] = str(percentage)
 
 
 def learner_ordinal(request: Any) -> int:

@@ -12,6 +12,7 @@ logs, checkpoints and writes the summary, the others report their end to it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -216,7 +217,9 @@ class Learner:
         )
         self.shutdown.phase = "spawn"
         self.collector = ctx.Process(target=collector_main, args=(spec,), name="soaklab-collector", daemon=False)
-        self.collector.start()
+        mps = self.resolved.mps
+        with mps.collector_environment() if mps is not None else contextlib.nullcontext():
+            self.collector.start()
         self._wait_ready()
         self.shutdown.phase = "training"
         self._loop()
