@@ -71,8 +71,9 @@ def main() -> int:
         # The throughput levers this run used (docs/runtime.md, "GPU throughput").
         "settings": {"batch_size": algo["batch_size"], "updates_per_step": algo["updates_per_step"],
                      "compile": algo.get("compile", "eager"),
-                     "collector_stream_priority": run_config["config"]["training"].get("collector_stream_priority",
-                                                                                       "default")},
+                     **{key: run_config["config"]["training"].get(key) for key in (
+                         "collector_stream_priority", "mps_learner_thread_percentage",
+                         "mps_collector_thread_percentage")}},
         "compile_ran": ((summary["runtime_manifest"].get("learner_diagnostics") or {}).get("cuda_graph") or {})
         .get("compile"),
         "nccl_environment": (summary["runtime_manifest"].get("data_parallel") or {}).get("nccl_environment"),

@@ -36,6 +36,13 @@ def test_int_is_accepted_for_a_float_key():
     ("algo.seed=null", "algo.seed", "null is not allowed"),
     ("training.sim_backend=mjwarp", "training.sim_backend", "--sim owner"),
     ("env.collector_tensor_device=cuda", "env.collector_tensor_device", "training.collector_tensor_device"),
+    # The GPU throughput levers (docs/runtime.md#gpu-throughput); `off` would be YAML's false.
+    ("algo.compile=off", "algo.compile", "eager, nets, update, auto"),
+    ("algo.compile=fast", "algo.compile", "eager, nets, update, auto"),
+    ("training.collector_stream_priority=1", "training.collector_stream_priority", "default, high"),
+    ("training.mps_learner_thread_percentage=0", "training.mps_learner_thread_percentage", "1..100"),
+    ("training.mps_collector_thread_percentage=101", "training.mps_collector_thread_percentage", "1..100"),
+    ("training.mps_learner_thread_percentage=50.0", "training.mps_learner_thread_percentage", "type int"),
 ])
 def test_bad_override_fails_closed(override, key, words):
     with pytest.raises((SettingError, InvalidInput)) as info:
@@ -75,3 +82,14 @@ def test_run_config_records_overrides_and_hash(cli, tmp_path):
     again = tmp_path / "rc2.json"
     cli("config", "resolve", *RUN, "algo.num_envs=4", "algo.replay_buffer_size=100", "--out", again, host=CPU_HOST)
     assert json.loads(again.read_text())["config_hash"] == record["config_hash"]
+
+
+@pytest.mark.parametrize("override", ["training.mps_learner_thread_percentage=50",
+                                      "training.mps_collector_thread_percentage=80"])
+def test_an_mps_thread_share_without_mps_is_refused_before_anything_is_written(cli, tmp_path, override):
+    out = tmp_path / "rc.json"
+    result = cli("config", "resolve", *RUN, override, "--out", out, host=CPU_HOST)
+    assert result.code == 2
+    assert one_line(result.err) == (f"soaklab: error: {override}: limits an MPS client; it needs "
+                                    "training.cuda_process_sharing=mps")
+    assert not out.exists()

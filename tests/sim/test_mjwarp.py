@@ -149,3 +149,24 @@ def test_steady_state_steps_never_synchronise_the_host(tracking):
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     assert torch.isfinite(backend.state).all()
+
+
+def test_the_backend_takes_the_priority_of_the_stream_that_builds_it(tracking):
+    """training.collector_stream_priority=high: the collector builds its envs under a high-priority
+    torch stream (rl/collector.py), and warp's stream for the physics follows it."""
+    from soaklab.rl.collector import collector_stream
+
+    model, decimation = tracking
+    config = {"env": {"collector_tensor_device": "cuda:0"}, "training": {"collector_stream_priority": "high"}}
+    stream = collector_stream(config)
+    assert stream is not None and stream.priority < 0
+    with torch.cuda.stream(stream):
+        high = MjwarpBackend(model, 8, decimation, device="cuda:0")
+    plain = MjwarpBackend(model, 8, decimation, device="cuda:0")
+    assert high.stream.priority == -1 and plain.stream.priority == 0
+    with torch.cuda.stream(stream):
+        high.step()
+    torch.cuda.synchronize()
+    assert torch.isfinite(high.state).all()
+    config["training"]["collector_stream_priority"] = "default"
+    assert collector_stream(config) is None

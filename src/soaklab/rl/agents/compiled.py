@@ -32,10 +32,11 @@ from soaklab.config.keys import COMPILE_MODES
 class Compilation:
     """What one agent compiles, decided once when it is built."""
 
-    def __init__(self, requested: str, device: torch.device) -> None:
+    def __init__(self, requested: str, device: torch.device, backend: Any = "inductor") -> None:
+        """`backend`: torch.compile's backend (inductor; tests pass one that fails)."""
         if requested not in COMPILE_MODES:
             raise ValueError(f"algo.compile={requested!r}: expected one of {', '.join(COMPILE_MODES)}")
-        self.requested = requested
+        self.requested, self.backend = requested, backend
         self.reason: str | None = None
         if requested != "eager" and device.type != "cuda":
             self.scope, self.reason = "eager", f"learner on {device.type}: compile applies to CUDA learners only"
@@ -47,13 +48,13 @@ class Compilation:
         """Compile each network's forward in place (state_dict keys stay those of the module)."""
         if self.scope == "nets":
             for module in modules:
-                module.compile(dynamic=False)
+                module.compile(dynamic=False, backend=self.backend)
 
     def step(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` compiled under the update scope, else `fn` itself."""
         if self.scope != "update":
             return fn
-        compiled = torch.compile(fn, dynamic=False)
+        compiled = torch.compile(fn, dynamic=False, backend=self.backend)
         if self.requested != "auto":
             return compiled
 
@@ -64,7 +65,8 @@ class Compilation:
                 except Exception as exc:  # noqa: BLE001 - auto: any compile failure falls back, recorded
                     # A failure surfaces while a fragment is traced, before it runs; fragments before
                     # a graph break may already have run once (start-up calls, before capture).
-                    self.fallback = f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+                    self.fallback = f"{name}: {type(exc).__name__}: {text[:300]}"
             return fn()
 
         return guarded
