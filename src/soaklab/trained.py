@@ -39,8 +39,10 @@ class TrainedRun:
         return self.record["config"]
 
     def scene(self) -> Path | None:
-        assets = self.record["run"].get("assets") or {}
-        return Path(assets["scene"]) if assets.get("scene") else None
+        from soaklab.config.run_config import scene_of
+
+        scene = scene_of(self.record["run"].get("assets"), self.config["env"].get("motion"))
+        return Path(scene) if scene else None
 
 
 def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:

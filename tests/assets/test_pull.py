@@ -225,7 +225,7 @@ def test_real_clip_is_converted_by_name_and_recorded(pulled_real, clip_wheel):
     assert motion["clip"] == "largebox" and motion["synthetic"] is False and motion["frames"] == 325
     assert motion["wheel"]["kind"] == "pinned_wheel" and motion["wheel"]["sha256"] == HOLOSOMA_WHEEL.sha256
     assert motion["wheel"]["license"]["expression"] == "Apache-2.0"
-    assert set(manifest["motions"]) == {"largebox", "synthetic"}
+    assert set(manifest["motions"]) == {"largebox", "crawl_slope", "synthetic"}
     model = mujoco.MjModel.from_xml_path(manifest["scene"]["path"])
     clip = load_motion(Path(motion["path"]), model)
     assert clip.body_names == tuple(robot_body_names(model))

@@ -29,11 +29,29 @@ def test_env_motion_picks_the_manifests_default_a_named_clip_or_a_path(cli, g1_a
     assert result.code == 0, result.err
     record = json.loads(out.read_text())
     assert record["config"]["env"]["motion"] == str(g1_assets.synthetic)
-    assert set(record["run"]["assets"]["motions"]) == {"largebox", "synthetic"}
+    assert set(record["run"]["assets"]["motions"]) == {"largebox", "crawl_slope", "synthetic"}
     own = tmp_path / "mine.npz"
     shutil.copyfile(g1_assets.synthetic, own)  # a clip of one's own: it must exist (checked at resolution)
     result, out = resolve(cli, g1_assets, tmp_path, f"env.motion={own}")
     assert json.loads(out.read_text())["config"]["env"]["motion"] == str(own)
+
+
+def test_a_terrain_clip_brings_its_scene_to_the_run_and_to_the_trained_run(cli, g1_assets, tmp_path):
+    from soaklab.config.run_config import scene_of
+    from soaklab.tasks.registry import make_env
+
+    crawl = g1_assets.manifest["motions"]["crawl_slope"]
+    result, out = resolve(cli, g1_assets, tmp_path, "env.motion=crawl_slope", "algo.num_envs=2")
+    assert result.code == 0, result.err
+    record = json.loads(out.read_text())
+    assets = record["run"]["assets"]
+    assert scene_of(assets, record["config"]["env"]["motion"]) == crawl["scene"]["path"]
+    assert scene_of(assets, str(g1_assets.motion)) == str(g1_assets.scene)  # largebox: the plain scene
+    config = json.loads(json.dumps(record["config"]))
+    env = make_env("g1_motion_tracking", config, Path(crawl["scene"]["path"]), compile_terms=False)
+    model = env.backend.model
+    assert sum(model.geom(i).name.startswith("terrain_crawl_slope") for i in range(model.ngeom)) == 2
+    env.close()
 
 
 def test_bad_action_bounds_and_warmup_fail_closed(cli, g1_assets, tmp_path):
@@ -115,7 +133,7 @@ def test_a_clip_path_the_collector_could_not_load_is_refused_at_resolution(cli, 
     result, out = resolve(cli, g1_assets, tmp_path, f"env.motion={motion.format(tmp=tmp_path)}")
     assert result.code == 2
     line = one_line(result.err)
-    assert "env.motion=" in line and words in line and "largebox, synthetic" in line, line
+    assert "env.motion=" in line and words in line and "crawl_slope, largebox, synthetic" in line, line
     assert not out.exists()
 
 
@@ -170,5 +188,6 @@ def test_a_bad_clip_path_is_refused_without_a_manifest_too(cli, tmp_path, motion
                  f"env.motion={motion.format(tmp=tmp_path)}", "--out", out)
     assert result.code == 2
     line = one_line(result.err)
-    assert line.startswith("soaklab: error: env.motion=") and words in line and "largebox, synthetic" in line, line
+    assert line.startswith("soaklab: error: env.motion=") and words in line, line
+    assert "largebox, crawl_slope, synthetic" in line, line
     assert not out.exists()

@@ -6,6 +6,8 @@ the task's layout except that the root sits in the first 7 columns of `joint_pos
 (6 of `joint_vel`) and the body axis covers holosoma's own body set (a superset
 with ankle spheres, thumbs, pinkies): joints and bodies are taken by name, in the
 model's order, so a clip for another robot fails here, naming what it lacks.
+`crawl_slope` (same wheel) crawls up a ramp onto a platform: its terrain OBJ comes with it and
+becomes the scene of the runs that track it (soaklab.assets.terrain).
 `synthetic` is generated locally (no download), for fast offline tests.
 """
 
@@ -40,10 +42,15 @@ class PublishedClip:
     name: str
     wheel: PinnedWheel
     member: str  # file name inside the wheel's subtree
+    terrain: str | None = None  # the clip's terrain OBJ beside it in the subtree (soaklab.assets.terrain)
 
     @property
     def archive_name(self) -> str:
         return self.wheel.subtree + self.member
+
+    @property
+    def terrain_archive_name(self) -> str | None:
+        return None if self.terrain is None else self.wheel.subtree + self.terrain
 
     @property
     def file_name(self) -> str:
@@ -53,24 +60,27 @@ class PublishedClip:
 SYNTHETIC = "synthetic"
 PUBLISHED_CLIPS = {
     "largebox": PublishedClip("largebox", HOLOSOMA_WHEEL, "sub3_largebox_003_mj.npz"),
+    # Crawling up a ramp onto a platform (959 frames at 50 fps), on the terrain it was captured on.
+    "crawl_slope": PublishedClip("crawl_slope", HOLOSOMA_WHEEL, "motion_crawl_slope.npz", terrain="terrain_slope.obj"),
 }
 CLIP_CHOICES = (*PUBLISHED_CLIPS, SYNTHETIC)
 DEFAULT_CLIP = "largebox"
 
 
-def read_member(wheel_path: Path, clip: PublishedClip) -> bytes:
-    """The clip's bytes from the wheel; only that member is read, after the name checks every
-    archive member from outside gets."""
+def read_member(wheel_path: Path, clip: PublishedClip, member: str | None = None) -> bytes:
+    """The bytes of `member` (default: the clip's NPZ) from the wheel; only that member is read,
+    after the name checks every archive member from outside gets."""
+    member = member or clip.archive_name
     try:
         with zipfile.ZipFile(wheel_path) as zf:
             for info in zf.infolist():
                 safe_member_path(info.filename, clip.wheel.subtree)  # refuses hostile names anywhere
             try:
-                info = zf.getinfo(clip.archive_name)
+                info = zf.getinfo(member)
             except KeyError:
-                raise InvalidInput(f"{wheel_path}: no {clip.archive_name} in this wheel") from None
+                raise InvalidInput(f"{wheel_path}: no {member} in this wheel") from None
             if info.file_size > MAX_CLIP_BYTES:
-                raise InvalidInput(f"{wheel_path}: {clip.archive_name} inflates to {info.file_size} bytes "
+                raise InvalidInput(f"{wheel_path}: {member} inflates to {info.file_size} bytes "
                                    f"(limit {MAX_CLIP_BYTES})")
             return zf.read(info)
     except zipfile.BadZipFile as exc:

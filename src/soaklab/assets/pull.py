@@ -32,11 +32,12 @@ from soaklab.assets.source import (
     offline,
     wheel_license,
 )
+from soaklab.assets.terrain import terrain_pieces, write_terrain_scene
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import sha256_file, write_json_atomic
 from soaklab.schemas import load_artifact, validate_artifact
 
-MANIFEST_SCHEMA_VERSION = 2
+MANIFEST_SCHEMA_VERSION = 3  # 3: every clip of the clip wheel, terrain clips with their scene
 EXPECTED_DIMS = {"nq": 36, "nv": 35, "nu": 29}
 ROBOTS = ("g1",)
 
@@ -70,7 +71,9 @@ def file_record(path: Path) -> dict[str, Any]:
 
 def manifest_problems(manifest: dict[str, Any]) -> list[str]:
     """One line per missing or corrupted file of a manifest (empty when all verify)."""
-    entries = list(manifest["files"]) + [manifest["scene"], *manifest["motions"].values()]
+    motions = manifest["motions"].values()
+    entries = [*manifest["files"], manifest["scene"], *motions,
+               *(clip[key] for clip in motions for key in ("terrain", "scene") if key in clip)]
     problems = []
     for entry in entries:
         path = Path(entry["path"])
@@ -125,22 +128,40 @@ def materialize_clips(req: PullRequest, model: mujoco.MjModel, motion_dir: Path
         shutil.copyfile(req.motion, path)
         clips[name] = (path, clip, {"origin": str(req.motion)})
     elif name in PUBLISHED_CLIPS:
-        published = PUBLISHED_CLIPS[name]
-        fix = f"pass --clip-wheel {published.wheel.filename} or --clip {SYNTHETIC}"
-        wheel = req.clip_wheel or fetch_pinned_wheel(published.wheel, req.cache_dir, fix=fix)
+        chosen = PUBLISHED_CLIPS[name]
+        fix = f"pass --clip-wheel {chosen.wheel.filename} or --clip {SYNTHETIC}"
+        wheel = req.clip_wheel or fetch_pinned_wheel(chosen.wheel, req.cache_dir, fix=fix)
         if not wheel.is_file():
             raise InvalidInput(f"--clip-wheel {wheel}: no such file")
         digest = sha256_file(wheel)
-        converted = convert_by_name(read_member(wheel, published), f"{wheel}:{published.archive_name}", model)
-        path = motion_dir / published.file_name
-        motion_mod.save_motion(converted, path)
-        clips[name] = (path, motion_mod.load_motion(path, model), {"wheel": {
-            "spec": published.wheel.requirement, "sha256": digest, "member": published.archive_name,
-            "kind": "pinned_wheel" if digest == published.wheel.sha256 else "wheel",
-            "license": wheel_license(wheel)}})
+        # Every clip the same wheel publishes (env.motion may name any of them, or a list of them).
+        for published in (p for p in PUBLISHED_CLIPS.values() if p.wheel == chosen.wheel):
+            converted = convert_by_name(read_member(wheel, published), f"{wheel}:{published.archive_name}", model)
+            path = motion_dir / published.file_name
+            motion_mod.save_motion(converted, path)
+            provenance: dict[str, Any] = {"wheel": {
+                "spec": published.wheel.requirement, "sha256": digest, "member": published.archive_name,
+                "kind": "pinned_wheel" if digest == published.wheel.sha256 else "wheel",
+                "license": wheel_license(wheel)}}
+            if published.terrain_archive_name is not None:
+                provenance["terrain"] = materialize_terrain(wheel, published, motion_dir)
+            clips[published.name] = (path, motion_mod.load_motion(path, model), provenance)
     elif name != SYNTHETIC:
         raise InvalidInput(f"--clip {name}: unknown clip; valid: {', '.join(CLIP_CHOICES)}")
     return name, clips
+
+
+def materialize_terrain(wheel: Path, clip: Any, motion_dir: Path) -> dict[str, Any]:
+    """The clip's terrain OBJ (kept as published) and its scene, `scene_<clip>.xml` beside scene.xml;
+    returns their staging paths and what the manifest records of them."""
+    member = clip.terrain_archive_name
+    raw = read_member(wheel, clip, member)
+    pieces = terrain_pieces(raw, f"{wheel}:{member}")
+    obj = motion_dir / f"{clip.name}_terrain.obj"
+    obj.write_bytes(raw)
+    scene = write_terrain_scene(motion_dir.parent / ROBOT_XML, clip.name, pieces)
+    check_scene(scene_mod.load_scene(scene), scene)
+    return {"member": member, "pieces": len(pieces), "obj": obj, "scene": scene}
 
 
 def materialize_robot(req: PullRequest, staging: Path) -> dict[str, Any]:
@@ -249,10 +270,21 @@ def _pull_locked(req: PullRequest) -> dict[str, Any]:
     final = req.robot_dir
     scene_final = final / scene_path.name
     clip_files = {name: final / "motions" / path.name for name, (path, _, _) in clips.items()}
-    robot_files = sorted(p for p in final.rglob("*")
-                         if p.is_file() and p != scene_final and p not in clip_files.values())
-    motions = {name: {**file_record(clip_files[name]), "frames": clip.num_frames, "fps": clip.fps, **provenance}
-               for name, (_, clip, provenance) in clips.items()}
+    # A terrain clip's OBJ and scene, at their final paths (they moved with the staging tree).
+    terrains = {name: {"obj": final / "motions" / t["obj"].name, "scene": final / t["scene"].name,
+                       "member": t["member"], "pieces": t["pieces"]}
+                for name, (_, _, provenance) in clips.items() if (t := provenance.get("terrain"))}
+    own = {scene_final, *clip_files.values(), *(p for t in terrains.values() for p in (t["obj"], t["scene"]))}
+    robot_files = sorted(p for p in final.rglob("*") if p.is_file() and p not in own)
+    motions = {}
+    for name, (_, clip, provenance) in clips.items():
+        entry = {**file_record(clip_files[name]), "frames": clip.num_frames, "fps": clip.fps,
+                 **{k: v for k, v in provenance.items() if k != "terrain"}}
+        if name in terrains:
+            t = terrains[name]
+            entry["terrain"] = {**file_record(t["obj"]), "member": t["member"], "pieces": t["pieces"]}
+            entry["scene"] = {**file_record(t["scene"]), **scene_info}
+        motions[name] = entry
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "robot": req.robot,

@@ -57,7 +57,9 @@ class ResolvedRun:
 
     @property
     def scene(self) -> str | None:
-        return self.assets["scene"] if self.assets else None
+        """The scene the run's envs load: a terrain clip's own scene (its terrain in it) when env.motion
+        names that clip of the manifest, else the manifest's scene."""
+        return scene_of(self.assets, self.config["env"]["motion"])
 
     @property
     def config(self) -> dict[str, Any]:
@@ -111,11 +113,22 @@ def assets_record(manifest_path: Path | None) -> dict[str, Any] | None:
             "scene": manifest["scene"]["path"],
             "motion": manifest["motion"]["path"],
             "motions": {name: clip["path"] for name, clip in manifest.get("motions", {}).items()},
+            # Clip path -> its own scene, for clips that bring one (a terrain): runs tracking them load it.
+            "scenes": {clip["path"]: clip["scene"]["path"] for clip in manifest.get("motions", {}).values()
+                       if "scene" in clip},
         }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInput(
             f"{manifest_path}: not a readable asset manifest ({exc}); run `soaklab assets pull`"
         ) from None
+
+
+def scene_of(assets: dict[str, Any] | None, motion: str | None) -> str | None:
+    """The scene a run tracking the clip at `motion` loads (an assets record, as run_config.json
+    keeps it): that clip's own scene if it brings one (its terrain), else the manifest's scene."""
+    if not assets:
+        return None
+    return assets.get("scenes", {}).get(motion, assets["scene"])
 
 
 def resolve_run_config(
@@ -173,7 +186,7 @@ def check_asset_files(resolved: ResolvedRun) -> None:
         return
     manifest = assets["manifest"]
     here = "a manifest's paths are relative to the folder its pull ran in: run from there, or pull again"
-    scene = Path(assets["scene"])
+    scene = Path(resolved.scene or assets["scene"])
     why = _unreadable(scene)
     if why:
         raise InvalidInput(f"{manifest}: its scene {scene} {why}; {here}")
