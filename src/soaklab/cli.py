@@ -236,7 +236,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from soaklab.jsonfiles import write_json_atomic
     from soaklab.trained import load_trained
 
-    record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes)
+    record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes, args.clip)
     write_json_atomic(args.out, record)
     if args.html is not None:
         from soaklab.evaluate import write_page
@@ -601,6 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the backend to evaluate on (the other one than the run's: sim-to-sim)")
     evaluate_cmd.add_argument("--episodes", type=int,
                               help="episodes, one env each (default 64 on mujoco, 1024 on mjwarp)")
+    evaluate_cmd.add_argument("--clip", help="only this one of the run's clips (a motion library's label)")
     evaluate_cmd.add_argument("--out", type=Path, required=True, help="the evaluation JSON (not inside RUN_DIR)")
     evaluate_cmd.add_argument("--html", type=Path, help="the evaluation as an HTML table (for the Snakemake report)")
     evaluate_cmd.set_defaults(func=cmd_evaluate)

@@ -100,16 +100,29 @@ def body_errors(env: Any, robot: dict[str, torch.Tensor], ref: dict[str, torch.T
     return mpkpe, relative.norm(dim=-1).mean(-1), joint
 
 
+def clips_of(trained: TrainedRun) -> dict[str, str]:
+    """The run's clips, label -> NPZ path (one, or each clip of a motion library, in its order)."""
+    from soaklab.tasks.metrics import clip_labels
+
+    motion = trained.config["env"]["motion"]
+    items = motion if isinstance(motion, list) else [motion]
+    return dict(zip(clip_labels(items), items, strict=True))
+
+
 @torch.no_grad()
-def run_episodes(trained: TrainedRun, sim: str, episodes: int, scratch: Path) -> tuple[ClipEvaluation, float]:
-    """Every episode from the clip's first frame until it terminates or ends the clip; the clip's
-    figures and the largest |onnx - torch| action difference seen."""
+def run_episodes(trained: TrainedRun, sim: str, episodes: int, clip: str, policy: OnnxPolicy
+                 ) -> tuple[ClipEvaluation, float]:
+    """Every episode from the first frame of `clip` (a path of the run's clips) until it terminates or
+    ends the clip, on the clip's own scene; the clip's figures and the largest |onnx - torch| action
+    difference seen."""
+    from soaklab.config.run_config import scene_of
     from soaklab.tasks.registry import make_env
 
     device = "cuda" if sim == "mjwarp" else "cpu"
-    env = make_env(trained.task, evaluation_config(trained, sim, episodes), trained.scene(), device=device,
-                   compile_terms=False)
-    policy = OnnxPolicy(trained, scratch)
+    cfg = evaluation_config(trained, sim, episodes)
+    cfg["env"]["motion"] = clip
+    scene = scene_of(trained.record["run"].get("assets"), clip)
+    env = make_env(trained.task, cfg, Path(scene) if scene else None, device=device, compile_terms=False)
     try:
         n, last = env.num_envs, env.num_frames - 1
         obs = env.start_at_first_frame()
@@ -142,19 +155,23 @@ def run_episodes(trained: TrainedRun, sim: str, episodes: int, scratch: Path) ->
         env.close()
 
 
-def clip_name(trained: TrainedRun) -> str:
-    motion = (trained.record["run"].get("assets") or {}).get("motion") or "clip"
-    return Path(motion).stem
-
-
-def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None) -> dict[str, Any]:
-    """The evaluation record of `trained` on `sim` (see the module docstring)."""
+def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: str | None = None) -> dict[str, Any]:
+    """The evaluation record of `trained` on `sim`, per clip (`clip`: only that one of the run's clips;
+    see the module docstring)."""
     from soaklab.hostinfo import git_state, host_record
 
     episodes = DEFAULT_EPISODES[sim] if episodes is None else episodes
     check_request(trained, sim, episodes)
+    clips = clips_of(trained)
+    if clip is not None and clip not in clips:
+        raise InvalidInput(f"--clip {clip}: the run tracks {', '.join(clips)}; give one of them")
+    chosen = {clip: clips[clip]} if clip is not None else clips
+    results, worst = {}, 0.0
     with tempfile.TemporaryDirectory(prefix="soaklab-evaluate-") as scratch:
-        figures, worst = run_episodes(trained, sim, episodes, Path(scratch))
+        policy = OnnxPolicy(trained, Path(scratch))
+        for label, path in chosen.items():
+            figures, diff = run_episodes(trained, sim, episodes, path, policy)
+            results[label], worst = asdict(figures), max(worst, diff)
     trained_on = trained.config["training"]["sim_backend"]
     return {
         "kind": "evaluation",
@@ -168,7 +185,7 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None) -> dict
                 "iteration": trained.iteration, "config_hash": trained.record.get("config_hash")},
         "commit": git_state(),
         "host": host_record(),
-        "clips": {clip_name(trained): asdict(figures)},
+        "clips": results,
     }
 
 

@@ -15,9 +15,11 @@ from soaklab.trained import TrainedRun
 
 
 def playback_config(trained: TrainedRun, envs: int) -> dict[str, Any]:
-    """The run's config on the CPU backend with `envs` envs (a GPU-trained policy plays on MuJoCo)."""
+    """The run's config on the CPU backend with `envs` envs (a GPU-trained policy plays on MuJoCo),
+    tracking the playback clip (a motion library's first: `soaklab evaluate` judges every clip)."""
     cfg = json.loads(json.dumps(trained.config))
     cfg["algo"]["num_envs"] = envs
+    cfg["env"]["motion"] = trained.playback_clip
     cfg["training"]["sim_backend"] = "mujoco"
     cfg["env"]["collector_tensor_device"] = "cpu"
     cfg["env"]["num_threads"] = 1

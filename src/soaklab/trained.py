@@ -38,10 +38,17 @@ class TrainedRun:
     def config(self) -> dict[str, Any]:
         return self.record["config"]
 
+    @property
+    def playback_clip(self) -> str | None:
+        """The clip playback and export parity roll out: the run's clip, or a motion library's first."""
+        motion = self.config["env"].get("motion")
+        return motion[0] if isinstance(motion, list) else motion
+
     def scene(self) -> Path | None:
+        """The scene of the playback clip (a terrain clip's own)."""
         from soaklab.config.run_config import scene_of
 
-        scene = scene_of(self.record["run"].get("assets"), self.config["env"].get("motion"))
+        scene = scene_of(self.record["run"].get("assets"), self.playback_clip)
         return Path(scene) if scene else None
 
 

@@ -23,6 +23,10 @@ NULLABLE_KINDS: dict[str, type] = {
     "training.mps_collector_thread_percentage": int,
 }
 
+# Keys that also take a non-empty list of distinct strings (env.motion: a motion library, one clip
+# per block of envs; soaklab.tasks.library).
+STR_OR_LIST_KEYS = frozenset({"env.motion"})
+
 # Exact ints that must be >= the given minimum.
 INT_MINIMUMS: dict[str, int] = {
     "algo.max_iterations": 1,

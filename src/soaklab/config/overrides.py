@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS
+from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS, STR_OR_LIST_KEYS
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.settings.contract import CONTRACT_KEYS, check_contract_value, check_exact_int, is_exact_int
 
@@ -69,6 +69,11 @@ def check_value_kind(key: str, value: Any, default: Any) -> None:
         if default is None:
             return
         raise SettingError(key, value, f"null is not allowed; expected a {_kind_name(default)}")
+    if key in STR_OR_LIST_KEYS and isinstance(value, list):
+        if not value or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
+            raise SettingError(key, value, "must be a clip (a name or an NPZ path) or a non-empty list of distinct "
+                               "clips")
+        return
     expected: type = NULLABLE_KINDS.get(key, type(default)) if default is None else type(default)
     if expected is type(None):
         raise SettingError(key, value, "takes no value here")

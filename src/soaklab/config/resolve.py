@@ -152,7 +152,7 @@ def load(path: Path, host: HostCapabilities) -> ResolvedRun:
     recorded_ranks = record["run"].get("data_parallel")
     if recorded_ranks is not None and ranks.as_record() != recorded_ranks:
         raise _disagreement(path, "data_parallel", recorded_ranks, ranks.as_record())
-    layout = layout_of(settings, composed.task)
+    layout = layout_of(settings, composed.task, composed.get("env.motion"))
     budget = compute_memory_budget(settings, int(config["algo"]["replay_buffer_size"]), layout, devices, host)
     recorded_parts = record["run"]["memory_budget"]["parts_bytes"]
     if budget.parts != recorded_parts:  # the parts depend on the config alone: a different build sized them

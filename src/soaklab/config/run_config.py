@@ -22,7 +22,7 @@ from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
 from soaklab.settings.layout import Layout, TaskSpaces, runtime_layout
 from soaklab.settings.ranks import RankPlan, resolve_ranks
-from soaklab.tasks.metrics import collector_metrics
+from soaklab.tasks.metrics import clip_labels, collector_metrics
 from soaklab.tasks.spaces import task_spaces
 
 RUN_CONFIG_SCHEMA_VERSION = 1
@@ -53,13 +53,12 @@ class ResolvedRun:
 
     @property
     def collector_metrics(self) -> tuple[str, ...]:
-        return collector_metrics(self.composed.task)
+        return collector_metrics(self.composed.task, clip_labels(self.config["env"]["motion"]))
 
     @property
-    def scene(self) -> str | None:
-        """The scene the run's envs load: a terrain clip's own scene (its terrain in it) when env.motion
-        names that clip of the manifest, else the manifest's scene."""
-        return scene_of(self.assets, self.config["env"]["motion"])
+    def scene(self) -> str | dict[str, str] | None:
+        """The scene the run's envs load (scene_for_env)."""
+        return scene_for_env(self.assets, self.config["env"]["motion"])
 
     @property
     def config(self) -> dict[str, Any]:
@@ -70,7 +69,10 @@ class ResolvedRun:
             # null = the manifest's default clip; a clip name of the manifest = that clip; else a path.
             motion = cfg["env"]["motion"]
             clips = self.assets.get("motions", {})
-            cfg["env"]["motion"] = self.assets["motion"] if motion is None else clips.get(motion, motion)
+            if isinstance(motion, list):  # a motion library: each clip resolved alike
+                cfg["env"]["motion"] = [clips.get(m, m) for m in motion]
+            else:
+                cfg["env"]["motion"] = self.assets["motion"] if motion is None else clips.get(motion, motion)
         return cfg
 
     def record(self) -> dict[str, Any]:
@@ -131,6 +133,13 @@ def scene_of(assets: dict[str, Any] | None, motion: str | None) -> str | None:
     return assets.get("scenes", {}).get(motion, assets["scene"])
 
 
+def scene_for_env(assets: dict[str, Any] | None, motion: str | list[str] | None) -> str | dict[str, str] | None:
+    """What make_env takes as `scene`: one clip's scene, or each clip path's scene (a motion library)."""
+    if isinstance(motion, list):
+        return {m: s for m in motion if (s := scene_of(assets, m)) is not None} if assets else None
+    return scene_of(assets, motion)
+
+
 def resolve_run_config(
     composed: ComposedConfig,
     host: HostCapabilities,
@@ -149,7 +158,8 @@ def resolve_run_config(
     ranks = ranks_of(composed.config, devices, host)
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_agent_ranges(composed)
-    layout = layout_of(settings, composed.task)
+    check_motion_library(composed)
+    layout = layout_of(settings, composed.task, composed.get("env.motion"))
     budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
     resolved = ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
@@ -176,21 +186,28 @@ def one_line(exc: BaseException) -> str:
 
 
 def check_asset_files(resolved: ResolvedRun) -> None:
-    """The scene and the clip a run will load exist, are files and can be read, and the clip is an
-    NPZ archive: checked here, before anything is spawned, not found missing by the collector."""
+    """The scenes and the clips a run will load exist, are files and can be read, and each clip is an
+    NPZ archive of this robot: checked here, before anything is spawned, not found missing by the
+    collector. A motion library's clips are checked one by one, each against its own scene."""
+    assets = resolved.assets
+    motion = resolved.config["env"]["motion"]
+    if assets is None:
+        for item in motion if isinstance(motion, list) else [motion]:
+            check_clip_path_alone(item)
+        return
+    for item in motion if isinstance(motion, list) else [motion]:
+        check_clip_file(assets, item, scene_of(assets, item) or assets["scene"])
+
+
+def check_clip_file(assets: dict[str, Any], motion: str, scene_path: str) -> None:
     import zipfile
 
-    assets = resolved.assets
-    if assets is None:
-        check_clip_path_alone(resolved.config["env"].get("motion"))
-        return
     manifest = assets["manifest"]
     here = "a manifest's paths are relative to the folder its pull ran in: run from there, or pull again"
-    scene = Path(resolved.scene or assets["scene"])
+    scene = Path(scene_path)
     why = _unreadable(scene)
     if why:
         raise InvalidInput(f"{manifest}: its scene {scene} {why}; {here}")
-    motion = resolved.config["env"]["motion"]
     names = ", ".join(sorted(assets.get("motions", {})))
     own = motion in assets.get("motions", {}).values() or motion == assets["motion"]
     why = _unreadable(Path(motion))
@@ -242,9 +259,29 @@ def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabil
                          host.cpu_ids or usable_cpus())
 
 
-def layout_of(settings: RuntimeSettings, task: str) -> Layout:
-    """The runtime's shapes for `task` under `settings`: derived here once, read by every part."""
-    return runtime_layout(settings, task_spaces(task), len(collector_metrics(task)))
+def layout_of(settings: RuntimeSettings, task: str, motion: Any = None) -> Layout:
+    """The runtime's shapes for `task` under `settings` (and env.motion: a library reports each clip
+    too): derived here once, read by every part."""
+    return runtime_layout(settings, task_spaces(task), len(collector_metrics(task, clip_labels(motion))))
+
+
+def check_motion_library(composed: ComposedConfig) -> None:
+    """env.motion as a list: a tracking task, at least one env per clip, labels that tell clips apart."""
+    motion = composed.get("env.motion")
+    if not isinstance(motion, list):
+        return
+    if composed.task != "g1_motion_tracking":
+        raise SettingError("env.motion", motion, f"a motion library needs the g1_motion_tracking task, "
+                           f"not {composed.task}")
+    num_envs = composed.get("algo.num_envs")
+    if num_envs < len(motion):
+        raise SettingError("algo.num_envs", num_envs, f"must be >= the {len(motion)} clips of env.motion "
+                           "(each clip tracks a block of envs)")
+    labels = clip_labels(motion)
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise SettingError("env.motion", motion, f"two clips share the label {twice[0]!r} (a file's stem); "
+                           "rename one of the files")
 
 
 def check_agent_ranges(composed: ComposedConfig) -> None:

@@ -38,7 +38,7 @@ class CollectorSpec:
     handles: ChannelHandles
     task: str
     config: dict[str, Any]
-    scene: str | None
+    scene: str | dict[str, str] | None  # one scene, or each clip path's (a motion library)
     vector_steps: int
     metrics_interval: int
     metric_names: tuple[str, ...]  # soaklab.tasks.registry.collector_metrics
@@ -125,8 +125,9 @@ class Collector:
         self.bounds = self.layout.group_bounds
         # The env's tensors live on the resolved carrier (a device-resident sim: the learner's GPU).
         device = spec.config["env"]["collector_tensor_device"] or "cpu"
-        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), Path(spec.scene) if spec.scene else None,
-                              device=device) for g, (a, b) in enumerate(self.bounds)]
+        scene = Path(spec.scene) if isinstance(spec.scene, str) else spec.scene  # a library: per clip
+        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), scene, device=device)
+                     for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)

@@ -27,6 +27,8 @@ class StepResult:
     final_critic_obs: torch.Tensor  # [N, critic_obs] before resets
     reward_terms: dict[str, torch.Tensor]  # each [N], weighted as summed into reward
     metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # each [N]: task measures, not rewarded
+    # A motion library's blocks: (clip label, its envs' slice), in env order; () for one clip.
+    clips: tuple[tuple[str, slice], ...] = ()
 
     @property
     def done(self) -> torch.Tensor:

@@ -6,6 +6,8 @@ here); each task's env reports exactly these, in this order (its tests check).
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from soaklab.errors import SettingError
 
 REWARD_TERMS: dict[str, tuple[str, ...]] = {
@@ -35,8 +37,23 @@ def tracking_metrics(task: str) -> tuple[str, ...]:
     return TRACKING_METRICS.get(task, ())
 
 
-def collector_metrics(task: str) -> tuple[str, ...]:
+def per_clip_metrics(task: str) -> tuple[str, ...]:
+    """What a motion library also reports for each clip's block of envs: episode ends and tracking."""
+    return (*EPISODE_ENDS, *(f"tracking/{m}" for m in tracking_metrics(task)))
+
+
+def collector_metrics(task: str, clips: tuple[str, ...] = ()) -> tuple[str, ...]:
     """What the collector averages over its envs and steps and the learner logs as Train/<name>:
-    reward terms, episode ends, tracking measures, in that order."""
+    reward terms, episode ends, tracking measures, in that order; with a motion library (`clips`,
+    the labels of env.motion's list), then clip/<label>/<measure> for each clip."""
     return (*(f"reward/{t}" for t in reward_terms(task)), *EPISODE_ENDS,
-            *(f"tracking/{m}" for m in tracking_metrics(task)))
+            *(f"tracking/{m}" for m in tracking_metrics(task)),
+            *(f"clip/{clip}/{m}" for clip in clips for m in per_clip_metrics(task)))
+
+
+def clip_labels(motion: object) -> tuple[str, ...]:
+    """The labels of a motion library's clips: each clip file's stem (a manifest's clips are
+    <name>.npz, so a resolved largebox is labelled largebox); () for a single clip."""
+    if not isinstance(motion, list):
+        return ()
+    return tuple(PurePath(str(item)).stem for item in motion)

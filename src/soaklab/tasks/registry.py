@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from soaklab.errors import InvalidInput, SettingError
+from soaklab.settings.contract import MAX_SEED
 from soaklab.tasks.env import BatchedEnv, StepResult
 
 SIM_BACKENDS_BUILT = ("mujoco", "mjwarp")
@@ -22,9 +24,10 @@ def compile_terms_from_env() -> bool:
     return os.environ.get(COMPILE_ENV, "1") != "0"
 
 
-def make_env(task: str, config: dict[str, Any], scene: Path | None = None, device: str = "cpu",
-             compile_terms: bool | None = None) -> BatchedEnv:
-    """The env for `task` with the algo/env/task settings of a composed config."""
+def make_env(task: str, config: dict[str, Any], scene: Path | str | Mapping[str, str] | None = None,
+             device: str = "cpu", compile_terms: bool | None = None) -> BatchedEnv:
+    """The env for `task` with the algo/env/task settings of a composed config. `scene`: one scene,
+    or (a motion library) each clip path's scene (soaklab.config.run_config.scene_for_env)."""
     if compile_terms is None:
         compile_terms = compile_terms_from_env()
     env_cfg, algo = config["env"], config["algo"]
@@ -40,10 +43,25 @@ def make_env(task: str, config: dict[str, Any], scene: Path | None = None, devic
 
         if scene is None or env_cfg["motion"] is None:
             raise InvalidInput("g1_motion_tracking needs the scene and env.motion; run `soaklab assets pull`")
-        clip = load_motion(Path(env_cfg["motion"]), load_scene(Path(scene)))
-        return G1MotionTrackingEnv(str(scene), clip, TrackingConfig.from_config(config["task"]), algo["num_envs"],
-                                   env_cfg["seed"], env_cfg["num_threads"], env_cfg["sampler"],
-                                   env_cfg["episode_length_s"], device, compile_terms, sim=backend)
+        tracking = TrackingConfig.from_config(config["task"])
+
+        def one(motion: str, scene_path: str, num_envs: int, seed: int) -> G1MotionTrackingEnv:
+            clip = load_motion(Path(motion), load_scene(Path(scene_path)))
+            return G1MotionTrackingEnv(str(scene_path), clip, tracking, num_envs, seed, env_cfg["num_threads"],
+                                       env_cfg["sampler"], env_cfg["episode_length_s"], device, compile_terms,
+                                       sim=backend)
+
+        motion = env_cfg["motion"]
+        if not isinstance(motion, list):
+            return one(motion, str(scene if not isinstance(scene, Mapping) else scene[motion]), algo["num_envs"],
+                       env_cfg["seed"])
+        from soaklab.tasks.library import MotionLibraryEnv, block_sizes
+        from soaklab.tasks.metrics import clip_labels
+
+        sizes = block_sizes(algo["num_envs"], len(motion))
+        return MotionLibraryEnv(clip_labels(motion), [
+            one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, (env_cfg["seed"] + k) % (MAX_SEED + 1))
+            for k, (m, n) in enumerate(zip(motion, sizes, strict=True))])
     if task == "cartpole_swingup":
         from soaklab.tasks.cartpole import CartpoleSwingupEnv, SwingupConfig
 
@@ -58,4 +76,7 @@ def step_metrics(result: StepResult) -> dict[str, torch.Tensor]:
     values["episodes/terminated"] = result.terminated.to(torch.float32)
     values["episodes/truncated"] = result.truncated.to(torch.float32)
     values.update({f"tracking/{k}": v for k, v in result.metrics.items()})
+    for label, envs in result.clips:  # a motion library: each clip's block of envs on its own
+        for key in [k for k in values if k.startswith(("episodes/", "tracking/"))]:
+            values[f"clip/{label}/{key}"] = values[key][envs]
     return values
