@@ -9,7 +9,7 @@ set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 logs=$(mktemp -d)
 status=0
-stage() { echo "== $(date -u +%T) $*"; }
+stage() { echo "== $(date -u +%T) $*"; tar -C "$logs" -czf "$out/library-smoke.tgz" .; }  # packs what is done
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl \
   >"$logs/assets.log" 2>&1 || { cat "$logs/assets.log"; exit 2; }
 stage "the stream priority test"
