@@ -208,10 +208,12 @@ class Learner:
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
+        # Read once: ResolvedRun derives them from its config (a copy), and every iteration logs them.
+        self.metric_names = self.resolved.collector_metrics
         spec = CollectorSpec(
             handles=self.handles, task=self.resolved.composed.task, config=self.config,
             scene=self.resolved.scene, vector_steps=self.max_iterations,
-            metrics_interval=s.collector_metrics_interval, metric_names=self.resolved.collector_metrics,
+            metrics_interval=s.collector_metrics_interval, metric_names=self.metric_names,
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault,
             diagnostics_path=str(self._diagnostics_path()),
         )
@@ -424,7 +426,7 @@ class Learner:
             "Ingress/high_water_occupancy": float(ctl[C.HIGH_WATER]),
             "Ingress/backpressure_waits": float(ctl[C.BACKPRESSURE_WAITS]),
         }
-        names = self.resolved.collector_metrics
+        names = self.metric_names
         for i, name in enumerate(names):
             values[f"Train/{name}"] = float(metrics[i])
         # Of the episodes that ended: the share that ran to the time limit or the clip's end.
