@@ -14,8 +14,9 @@
 #    second copy (the A/B of today's code against itself) and in a third with ABLATION (default
 #    algo.updates_per_step=1) as record_overrides; then `snakemake reproduce` in the second and third
 #    against the new record. AB=0 runs the record's three seeds alone (no self, no ablation);
-# 4. EVALUATE (default 1): the record's seed-1 policy evaluated from the clip's first frame
-#    (`soaklab evaluate`, ONNX policy) on MJWarp (1024 episodes) and, sim-to-sim, on MuJoCo (64).
+# 4. EVALUATE (default 1): a run of the learning record's config (seed 1; `record update` keeps only
+#    the records, not the run dirs) trained alone under MPS, then evaluated from the clip's first
+#    frame (`soaklab evaluate`, ONNX policy) on MJWarp (1024 episodes) and, sim-to-sim, on MuJoCo (64).
 # Each stage packs its evidence into $OUT as it ends (throughput.tgz, learning.tgz), so what
 # finished comes home even if a later stage does not. It outlasts one device command: start it
 # detached and collect $OUT with calls that follow each other (scripts/gpu/README.md).
@@ -84,15 +85,21 @@ if [ "${LEARNING:-1}" != 0 ]; then
     mkdir -p "$work/pack/$side" && cp -a "$work/$side/results/reproduce" "$work/pack/$side/" 2>/dev/null
     cp -a "$work/$side/logs" "$work/pack/$side/logs" 2>/dev/null
   done
-  cp -a "$work/record/records/gpu-learning" "$work/pack/record" 2>/dev/null
+  mkdir -p "$work/pack" && cp -a "$work/record/records/gpu-learning" "$work/pack/record" 2>/dev/null
   cp "$work"/*.log "$work/pack/" 2>/dev/null
   tar -C "$work/pack" -czf "$out/learning.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' . \
     && stage "packed learning.tgz"
 fi
 
 if [ "${EVALUATE:-1}" != 0 ]; then
-  run=$work/record/results/rec-gpu-learning-seed1/train
+  run=$work/eval-run
   mkdir -p "$work/eval"
+  stage "evaluate: train the learning record's run (seed 1) alone"
+  (cd "$work/record" && python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp \
+     --skip-post-training training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 \
+     algo.num_envs=1024 algo.max_iterations=4400 algo.save_interval=4400 "training.log_dir=$run" \
+     >"$work/eval/train.log" 2>&1; echo "train: exit $?")
+  cp "$run/run_summary.json" "$work/eval/" 2>/dev/null
   for sim in mjwarp mujoco; do
     stage "evaluate the record's seed 1 on $sim"
     python3 -m soaklab evaluate "$run" --sim "$sim" --out "$work/eval/evaluation-$sim.json" \
