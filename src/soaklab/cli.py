@@ -106,32 +106,16 @@ def cmd_mps_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from soaklab.config.host import HOST_CAPABILITIES_ENV, probe_host
-    from soaklab.config.resolve import RunRequest, load, read_run_config, request_of, resolve, select_mps
+    from soaklab.config.resolve import RunSource, obtain, select_mps
     from soaklab.rl.train import train
 
     if os.environ.get(HOST_CAPABILITIES_ENV):
         raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: simulates a host for planning and resolution only; "
                            "unset it to train on this host")
+    source = RunSource(args.run_config, args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest)
     # NVML describes the GPUs without a CUDA context: the MPS daemon is chosen before one exists.
-    host = probe_host(cuda_context=False)
-    if args.run_config is not None:
-        if any(v is not None for v in (args.algo, args.task, args.sim)):
-            raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
-        if args.overrides or args.assets_manifest:  # a different run than the record: resolve it
-            request = request_of(read_run_config(args.run_config), tuple(args.overrides))
-            if args.assets_manifest:
-                request = replace(request, manifest=args.assets_manifest)
-            resolved = resolve(request.with_assets(), host)
-        else:
-            resolved = load(args.run_config, host)
-    elif None in (args.algo, args.task, args.sim):
-        raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
-    else:
-        resolved = resolve(RunRequest(args.algo, args.task, args.sim, tuple(args.overrides),
-                                      args.assets_manifest).with_assets(), host)
+    resolved = obtain(source, probe_host(cuda_context=False))
     run_dir, summary = train(select_mps(resolved, apply=True), post_steps=not args.skip_post_training)
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
@@ -155,10 +139,6 @@ def cmd_soak(args: argparse.Namespace) -> int:
                            "startup-timeout-seconds": args.startup_timeout_seconds,
                            "stale-progress-seconds": args.stale_progress_seconds,
                            "post-shutdown-grace-seconds": args.post_shutdown_grace_seconds})
-    if args.run_config is not None and any(v is not None for v in (args.algo, args.task, args.sim)):
-        raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
-    if args.run_config is None and None in (args.algo, args.task, args.sim):
-        raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
     for flag, value in (("--num-envs", args.num_envs), ("--iterations", args.iterations)):
         if value is not None and value < 1:
             raise InvalidInput(f"{flag}={value}: expected an integer >= 1")

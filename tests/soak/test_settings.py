@@ -93,11 +93,7 @@ def test_an_output_on_a_full_disk_is_refused_before_the_soak(cli, run_config, tm
 @pytest.mark.parametrize("name", ["null", "run #3", "a: b"])
 def test_the_log_dir_is_data_never_yaml(name, tmp_path):
     from soaklab.config.overrides import parse_overrides
-    from soaklab.soak.settings import owned_overrides
+    from soaklab.config.resolve import RunSource
 
-    class Request:
-        log_dir = tmp_path / name
-        num_envs = iterations = None
-
-    override = parse_overrides(owned_overrides(Request()))[0]  # type: ignore[arg-type]
+    override = parse_overrides(list(RunSource(log_dir=tmp_path / name).owned_overrides()))[0]
     assert override.key == "training.log_dir" and override.value == str(tmp_path / name)

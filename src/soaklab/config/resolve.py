@@ -3,9 +3,10 @@
 
 `resolve` runs the whole chain once: compose the owner YAML with the overrides, check the contract,
 resolve devices on the host, size the memory budget. `load` reads a run_config.json, which is then
-authoritative: only what depends on the host is checked again (devices, the memory budget, the MPS
-daemon), and a disagreement with the record fails closed naming it. In a DAG run `config resolve`
-resolves; the soak monitor and the trainer load.
+authoritative: it resolves the record's own request again on this host and compares the result with
+the record (devices, ranks, the memory budget, the config itself), and a disagreement fails closed
+naming it. `obtain` is the one entry for a command line (an owner, or a record that flags may change).
+In a DAG run `config resolve` resolves; the soak monitor and the trainer load.
 """
 
 from __future__ import annotations
@@ -16,24 +17,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soaklab.config.compose import ComposedConfig, compose
+from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.keys import MPS_THREAD_KEYS
-from soaklab.config.overrides import Override, merge_overrides, parse_overrides
+from soaklab.config.overrides import Override, merge_overrides
 from soaklab.config.run_config import (
     ResolvedRun,
-    check_asset_files,
     config_hash,
-    layout_of,
-    ranks_of,
     resolve_run_config,
 )
 from soaklab.environment import check_graph_env
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.schemas import load_artifact
-from soaklab.settings.budget import check_memory_budget, compute_memory_budget
-from soaklab.settings.contract import resolve_runtime_settings
-from soaklab.settings.devices import HostCapabilities, resolve_devices
+from soaklab.settings.devices import HostCapabilities
 
 if TYPE_CHECKING:
     from soaklab.mps.client import MpsSelection
@@ -60,6 +56,72 @@ class RunRequest:
         if not DEFAULT_MANIFEST.is_file():
             raise InvalidInput(f"{DEFAULT_MANIFEST}: no asset manifest; run `soaklab assets pull` first")
         return replace(self, manifest=DEFAULT_MANIFEST)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A value a caller fixes by its own flag (`soaklab soak --num-envs`): an override when the run
+    is resolved, a check against the record when one is loaded (a record is never changed by it)."""
+
+    flag: str  # as the user typed it, for the error line
+    key: str   # dotted config key
+    value: Any
+
+    def override(self) -> str:
+        return f"{self.key}={json.dumps(self.value)}"
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """Where a run's configuration comes from, as a command line gives it: an owner (algo, task, sim)
+    with overrides, or a record (run_config.json) that overrides, a manifest or pins may change."""
+
+    run_config: Path | None = None
+    algo: str | None = None
+    task: str | None = None
+    sim: str | None = None
+    overrides: tuple[str, ...] = ()
+    manifest: Path | None = None
+    pins: tuple[Pin, ...] = ()
+    log_dir: Path | None = None  # where the run writes: resolved as training.log_dir, or put over a record's
+
+    def owned_overrides(self) -> tuple[str, ...]:
+        """The items the caller's own flags become when the run is resolved. The log dir is quoted:
+        the path is data, never parsed as YAML (`null`, `run #3`, `a: b` stay paths)."""
+        placed = (f"training.log_dir={json.dumps(str(self.log_dir))}",) if self.log_dir is not None else ()
+        return (*placed, *(pin.override() for pin in self.pins))
+
+
+def obtain(source: RunSource, host: HostCapabilities) -> ResolvedRun:
+    """The run `source` names on `host`: a record is loaded as it stands (its pins checked against
+    it, its log dir replaced), or resolved again when overrides or another manifest change it; an
+    owner is resolved. The CLI's `train` and the soak monitor both come here."""
+    owner = (source.algo, source.task, source.sim)
+    if source.run_config is not None:
+        if any(v is not None for v in owner):
+            raise InvalidInput("--run-config: takes algo/task/sim from the file; drop --algo/--task/--sim")
+        if not source.overrides and source.manifest is None:
+            return _loaded(source, host)
+        request = request_of(read_run_config(source.run_config), (*source.owned_overrides(), *source.overrides))
+        if source.manifest is not None:
+            request = replace(request, manifest=source.manifest)
+        return resolve(request.with_assets(), host)
+    if None in owner:
+        raise InvalidInput("--algo, --task and --sim must be given together (or --run-config)")
+    assert source.algo is not None and source.task is not None and source.sim is not None
+    return resolve(RunRequest(source.algo, source.task, source.sim, (*source.owned_overrides(), *source.overrides),
+                              source.manifest).with_assets(), host)
+
+
+def _loaded(source: RunSource, host: HostCapabilities) -> ResolvedRun:
+    assert source.run_config is not None
+    resolved = load(source.run_config, host)
+    for pin in source.pins:
+        recorded = resolved.composed.get(pin.key)
+        if recorded != pin.value:
+            raise InvalidInput(f"{pin.flag}={pin.value}: disagrees with {pin.key}={recorded} in "
+                               f"{source.run_config}; drop the flag or resolve the run config again")
+    return resolved if source.log_dir is None else with_log_dir(resolved, source.log_dir)
 
 
 def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
@@ -133,38 +195,30 @@ def _disagreement(path: Path, what: str, recorded: Any, here: Any) -> InvalidInp
 
 
 def load(path: Path, host: HostCapabilities) -> ResolvedRun:
-    """The run a record describes, re-checked only where the host matters."""
-    check_graph_env()
+    """The run a record describes: resolved again from the record's own request on `host`, then
+    compared with it wherever the host or the code could make it differ. A record is authoritative:
+    any difference fails closed naming the field (it is never silently re-resolved)."""
     record = read_run_config(path)
-    config = record["config"]
-    composed = ComposedConfig(algo=record["algo"], task=record["task"], sim=record["sim"], config=config,
-                              overrides=tuple(parse_overrides(request_of(record).overrides)),
-                              owner_files=tuple(record["owner_files"]))
-    settings = resolve_runtime_settings(config)
-    if settings.runtime_limits() != record["run"]["runtime_limits"]:
-        raise _disagreement(path, "runtime_limits", record["run"]["runtime_limits"], settings.runtime_limits())
-    training = config["training"]
-    devices = resolve_devices(training["device"], training["collector_tensor_device"], training["sim_backend"],
-                              settings.cuda_process_sharing, host, allow_cpu_carrier_from_env())
-    if devices.as_record() != record["run"]["resolved_devices"]:
-        raise _disagreement(path, "resolved_devices", record["run"]["resolved_devices"], devices.as_record())
-    ranks = ranks_of(config, devices, host)
-    recorded_ranks = record["run"].get("data_parallel")
-    if recorded_ranks is not None and ranks.as_record() != recorded_ranks:
-        raise _disagreement(path, "data_parallel", recorded_ranks, ranks.as_record())
-    layout = layout_of(settings, composed.task, composed.get("env.motion"))
-    budget = compute_memory_budget(settings, int(config["algo"]["replay_buffer_size"]), layout, devices, host)
-    recorded_parts = record["run"]["memory_budget"]["parts_bytes"]
-    if budget.parts != recorded_parts:  # the parts depend on the config alone: a different build sized them
-        raise _disagreement(path, "memory_budget.parts_bytes", recorded_parts, budget.parts)
-    check_memory_budget(budget)
     assets = record["run"].get("assets")
     if assets:
         check_manifest_unchanged(path, assets)
-    resolved = ResolvedRun(composed, settings, devices, budget, host, assets, layout, ranks=ranks,
-                           origin=f"loaded from {path} (devices and memory budget checked on this host, {host.source})")
-    check_asset_files(resolved)
-    return resolved
+    resolved = resolve(request_of(record), host)
+    run = record["run"]
+    here: tuple[tuple[str, Any, Any], ...] = (
+        ("runtime_limits", run["runtime_limits"], resolved.settings.runtime_limits()),
+        ("resolved_devices", run["resolved_devices"], resolved.devices.as_record()),
+        ("data_parallel", run.get("data_parallel"), resolved.ranks.as_record()),
+        # The parts depend on the config alone: a difference means another build sized them.
+        ("memory_budget.parts_bytes", run["memory_budget"]["parts_bytes"], resolved.budget.parts),
+    )
+    for what, recorded, now in here:
+        if recorded is not None and recorded != now:
+            raise _disagreement(path, what, recorded, now)
+    if config_hash(resolved.config) != record["config_hash"]:
+        raise InvalidInput(f"{path}: this code resolves its request to another config than it records "
+                           f"(derived fields: {', '.join('.'.join(d) for d in DERIVED)}); {AGAIN}")
+    return replace(resolved, origin=f"loaded from {path} (devices and memory budget checked on this host, "
+                                    f"{host.source})")
 
 
 def check_manifest_unchanged(path: Path, assets: dict[str, Any]) -> None:

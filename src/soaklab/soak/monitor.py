@@ -33,7 +33,7 @@ from soaklab.soak.context import soak_context
 from soaklab.soak.criteria import failed, run_summary_checks
 from soaklab.soak.leak import leak_verdict
 from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_members, take_sample
-from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_outputs, owned_overrides
+from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_outputs
 
 SOAK_SCHEMA_VERSION = "0.3.0"
 TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
@@ -66,28 +66,17 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
 
     A run config is loaded (checked again only where this host matters); only a soak that changes it
     (--extra-override) or has none resolves. The host is described without a CUDA context."""
-    from soaklab.config.resolve import RunRequest, load, read_run_config, request_of, resolve, select_mps, with_log_dir
+    from soaklab.config.resolve import Pin, RunSource, obtain, select_mps
 
     check_extra_overrides(list(request.extra_overrides))
     check_outputs(request)
-    host = probe_host(cuda_context=False)
-    overrides = (*owned_overrides(request), *request.extra_overrides)
-    if request.run_config is None:
-        assert request.algo is not None and request.task is not None and request.sim is not None
-        resolved = resolve(RunRequest(request.algo, request.task, request.sim, overrides).with_assets(), host)
-    elif request.extra_overrides:
-        resolved = resolve(request_of(read_run_config(request.run_config), overrides).with_assets(), host)
-    else:
-        resolved = load(request.run_config, host)
-        algo_cfg = resolved.composed.config["algo"]
-        for flag, key, value in (("--num-envs", "num_envs", request.num_envs),
-                                 ("--iterations", "max_iterations", request.iterations)):
-            if value is not None and value != algo_cfg[key]:
-                raise InvalidInput(f"{flag}={value}: disagrees with algo.{key}={algo_cfg[key]} in "
-                                   f"{request.run_config}; drop the flag or resolve the run config again")
-        resolved = with_log_dir(resolved, request.log_dir)
+    pins = tuple(Pin(flag, key, value) for flag, key, value in (
+        ("--num-envs", "algo.num_envs", request.num_envs),
+        ("--iterations", "algo.max_iterations", request.iterations)) if value is not None)
+    source = RunSource(request.run_config, request.algo, request.task, request.sim, request.extra_overrides,
+                       pins=pins, log_dir=request.log_dir)
     # The daemon must exist now; the trainer selects (and uses) it itself.
-    return select_mps(resolved, apply=False)
+    return select_mps(obtain(source, probe_host(cuda_context=False)), apply=False)
 
 
 def trainer_command(request: SoakRequest) -> list[str]:

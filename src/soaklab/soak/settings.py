@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from dataclasses import dataclass
@@ -124,14 +123,3 @@ def check_outputs(request: SoakRequest) -> None:
         if free < MIN_EVIDENCE_FREE_BYTES:
             raise InvalidInput(f"{flag} {place}: only {free >> 10} KiB free; a soak needs at least "
                                f"{MIN_EVIDENCE_FREE_BYTES >> 20} MiB there for its JSON and evidence")
-
-
-def owned_overrides(request: SoakRequest) -> list[str]:
-    """The overrides the monitor itself hands the trainer."""
-    # Quoted: the path is data, never parsed as YAML (`null`, `run #3`, `a: b` stay paths).
-    owned = [f"training.log_dir={json.dumps(str(request.log_dir))}"]
-    if request.num_envs is not None:
-        owned.append(f"algo.num_envs={request.num_envs}")
-    if request.iterations is not None:
-        owned.append(f"algo.max_iterations={request.iterations}")
-    return owned
