@@ -35,21 +35,10 @@ import torch.multiprocessing as mp
 CEILING_BYTES = 256 << 20
 
 
-def _timed(fn, iters: int) -> list[float]:
-    out = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end))
-    return out
-
-
 def _rank(rank: int, world: int, store_dir: str, args: argparse.Namespace, queue) -> None:  # noqa: ANN001
     os.environ["CUDA_VISIBLE_DEVICES"] = os.environ.get("SOAKLAB_BENCH_GPUS", ",".join(map(str, range(world)))
                                                         ).split(",")[rank]
+    from soaklab.bench.timing import time_ms
     from soaklab.config.compose import compose
     from soaklab.rl.agents import make_agent
     from soaklab.rl.dp import DataParallel, nccl_environment
@@ -83,14 +72,14 @@ def _rank(rank: int, world: int, store_dir: str, args: argparse.Namespace, queue
 
     record: dict[str, Any] = {"variants": {}}
     for name, steps in variants.items():
-        _timed(lambda steps=steps: run(steps), args.warmup)
-        times = _timed(lambda steps=steps: run(steps), args.iters)
+        time_ms(lambda steps=steps: run(steps), args.warmup, device)
+        times = time_ms(lambda steps=steps: run(steps), args.iters, device)
         record["variants"][name] = {"median_ms": statistics.median(times),
                                     "p90_ms": sorted(times)[int(0.9 * len(times))],
                                     "collectives": len(steps), "bytes": sum(nbytes(k, m) for k, m in steps)}
     big = torch.ones(CEILING_BYTES // 4, device=device)
-    _timed(lambda: dist.all_reduce(big), 3)
-    ceiling = statistics.median(_timed(lambda: dist.all_reduce(big), 10))
+    time_ms(lambda: dist.all_reduce(big), 3, device)
+    ceiling = statistics.median(time_ms(lambda: dist.all_reduce(big), 10, device))
     record["ceiling"] = {"bytes": CEILING_BYTES, "median_ms": ceiling,
                          "bus_gb_per_s": 2 * (world - 1) / world * CEILING_BYTES / (ceiling / 1e3) / 1e9}
     record["nccl_environment"] = nccl_environment()

@@ -32,6 +32,7 @@ def main() -> int:
     import numpy as np
 
     from soaklab.assets.pull import PullRequest, pull_assets
+    from soaklab.bench.timing import warp_replay_ms
     from soaklab.config.compose import compose
     from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model
 
@@ -65,17 +66,7 @@ def main() -> int:
         with wp.ScopedCapture() as capture:
             for _ in range(cfg.decimation):
                 mjw.step(wmodel, wdata)
-        for _ in range(5):
-            wp.capture_launch(capture.graph)
-        times = []
-        for _ in range(args.replays):
-            begin, end = wp.Event(enable_timing=True), wp.Event(enable_timing=True)
-            wp.record_event(begin)
-            wp.capture_launch(capture.graph)
-            wp.record_event(end)
-            wp.synchronize_event(end)
-            times.append(wp.get_event_elapsed_time(begin, end) / 1e3)
-        med = statistics.median(times)
+        med = statistics.median(warp_replay_ms(capture.graph, args.replays)) / 1e3
         qpos = wdata.qpos.numpy()
         run = {"worlds": n, "first_call_s": round(first_s, 2), "control_step_ms_median": med * 1e3,
                "physics_steps_per_s": n * cfg.decimation / med, "env_steps_per_s": n / med,

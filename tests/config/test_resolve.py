@@ -49,7 +49,8 @@ def test_a_record_with_overrides_is_resolved_again_with_them_and_its_pins(record
 def test_an_owner_is_resolved_with_its_overrides(tmp_path):
     resolved = obtain(RunSource(**OWNER, overrides=("algo.num_envs=4",), log_dir=tmp_path / "r"),
                       probe_host(cuda_context=False))
-    assert resolved.composed.get("algo.num_envs") == 4 and resolved.composed.get("training.log_dir") == str(tmp_path / "r")
+    assert resolved.composed.get("algo.num_envs") == 4
+    assert resolved.composed.get("training.log_dir") == str(tmp_path / "r")
 
 
 @pytest.mark.parametrize(("source", "words"), [

@@ -26,6 +26,7 @@ import mujoco
 import numpy as np
 import torch
 
+from soaklab.bench.timing import warp_replay_ms
 from soaklab.config.compose import compose
 from soaklab.errors import InvalidInput
 from soaklab.hostinfo import git_state, host_record, versions
@@ -185,17 +186,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
     with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
         with wp.ScopedCapture() as capture:
             backend._physics_ops()
-        for _ in range(5):
-            wp.capture_launch(capture.graph)
-        free_pairs = []
-        for _ in range(s.iters):
-            begin, end = wp.Event(enable_timing=True), wp.Event(enable_timing=True)
-            wp.record_event(begin)
-            wp.capture_launch(capture.graph)
-            wp.record_event(end)
-            free_pairs.append((begin, end))
-        wp.synchronize_device(backend.wp_device)
-    free_ms = statistics.median(wp.get_event_elapsed_time(b, e) for b, e in free_pairs)
+        free_ms = statistics.median(warp_replay_ms(capture.graph, s.iters))
     # ... and from each state the env stepped from (restored on torch's stream, then the graph).
     replay_pairs = []
     for start in starts:

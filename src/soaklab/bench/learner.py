@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from soaklab.bench.timing import time_ms
 from soaklab.capture import GRAPH_ENV
 from soaklab.config.compose import compose
 from soaklab.hostinfo import git_state, host_record, versions
@@ -35,23 +35,6 @@ from soaklab.settings.layout import Layout
 from soaklab.tasks.spaces import TASK_SPACES
 
 SCHEMA_VERSION = 1
-
-
-def _time_ms(fn: Callable[[], Any], iters: int, device: torch.device) -> list[float]:
-    out = []
-    for _ in range(iters):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
-    return out
 
 
 def bench_one(algo: str, batch: int, mode: str, device: torch.device, num_envs: int, warmup: int,
@@ -89,8 +72,8 @@ def bench_one(algo: str, batch: int, mode: str, device: torch.device, num_envs: 
         inference()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    update_ms = _time_ms(update, iters, device)
-    inference_ms = _time_ms(inference, iters, device)
+    update_ms = time_ms(update, iters, device)
+    inference_ms = time_ms(inference, iters, device)
     kernels = _profile(update, len(agent.update_variants())) if mode == "eager" and device.type == "cuda" else None
     diagnostics = agent.capture_diagnostics()
     agent.close()
