@@ -53,9 +53,9 @@ SMOOTH = 20  # points of the logged curves averaged per plotted point
 
 def baseline_env(num_envs: int, overrides: list[str]) -> Any:
     assets = assets_record(MANIFEST)
-    config = compose("sac", "g1_motion_tracking", "mujoco",
-                     [f"algo.num_envs={num_envs}", *overrides, f"env.motion={json.dumps(assets['motion'])}"]).config
-    return make_env("g1_motion_tracking", config, scene=Path(assets["scene"]), compile_terms=False)
+    run = compose("sac", "g1_motion_tracking", "mujoco",
+                  [f"algo.num_envs={num_envs}", *overrides, f"env.motion={json.dumps(assets['motion'])}"]).run
+    return make_env("g1_motion_tracking", run, scene=Path(assets["scene"]), compile_terms=False)
 
 
 def score(env: Any, steps: int, replay: bool) -> dict[str, Any]:

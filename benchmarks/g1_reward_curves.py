@@ -40,9 +40,9 @@ OVERRIDES = ["algo.num_envs=64", "algo.max_iterations=1000000", "algo.batch_size
 
 def zero_action_baseline(steps: int) -> dict:
     assets = assets_record(MANIFEST)
-    config = compose("sac", "g1_motion_tracking", "mujoco",
-                     [*OVERRIDES, f"env.motion={json.dumps(assets['motion'])}"]).config
-    env = make_env("g1_motion_tracking", config, scene=Path(assets["scene"]))
+    run = compose("sac", "g1_motion_tracking", "mujoco",
+                  [*OVERRIDES, f"env.motion={json.dumps(assets['motion'])}"]).run
+    env = make_env("g1_motion_tracking", run, scene=Path(assets["scene"]))
     stats = EpisodeStats(env.num_envs)
     env.reset()
     zeros = torch.zeros(env.num_envs, 29)

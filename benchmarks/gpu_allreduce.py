@@ -48,8 +48,8 @@ def _rank(rank: int, world: int, store_dir: str, args: argparse.Namespace, queue
     torch.cuda.set_device(device)
     dp = DataParallel.join(Path(store_dir), rank, world, "nccl")
     spaces = TASK_SPACES["g1_motion_tracking"]
-    config = compose("flashsac", "g1_motion_tracking", "mujoco", []).config
-    agent = make_agent("flashsac", spaces.actor_obs, spaces.critic_obs, spaces.action, args.num_envs, config["algo"],
+    run = compose("flashsac", "g1_motion_tracking", "mujoco", []).run
+    agent = make_agent("flashsac", spaces.actor_obs, spaces.critic_obs, spaces.action, args.num_envs, run.algo,
                        device)
     dp.collective_warmup(device)
     for module in (agent.critics, agent.actor, agent.temperature):

@@ -71,14 +71,14 @@ def same_actions_rate(algo: str, envs: int, iters: int, warmup: int, assets: dic
     from soaklab.tasks.registry import make_env
     from soaklab.tasks.spaces import task_spaces
 
-    config = compose(algo, "g1_motion_tracking", "mujoco",
-                     [f"algo.num_envs={envs}", f"env.motion={json.dumps(assets['motion'])}"]).config
-    seed_everything(int(config["algo"]["seed"]))
+    run = compose(algo, "g1_motion_tracking", "mujoco",
+                  [f"algo.num_envs={envs}", f"env.motion={json.dumps(assets['motion'])}"]).run
+    seed_everything(run.algo.seed)
     torch.set_num_threads(1)  # as the collector's task terms; MuJoCo's pool has the physics threads
     spaces = task_spaces("g1_motion_tracking")
-    agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, envs, config["algo"],
+    agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, envs, run.algo,
                        torch.device("cpu"))
-    env = make_env("g1_motion_tracking", config, scene=Path(assets["scene"]))
+    env = make_env("g1_motion_tracking", run, scene=Path(assets["scene"]))
     obs, _ = env.reset()
     steps = []
     for _ in range(warmup + iters):

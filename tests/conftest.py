@@ -15,6 +15,7 @@ from soaklab.assets.clips import HOLOSOMA_WHEEL
 from soaklab.assets.pull import PullRequest, pull_assets
 from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
 from soaklab.cli import main
+from soaklab.settings.sections import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # Task terms run eager in tests (same function as compiled, without a compile per env size);
@@ -118,11 +119,11 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def g1_config(num_envs: int, motion: Path, *overrides: str) -> dict:
+def g1_config(num_envs: int, motion: Path, *overrides: str) -> RunConfig:
     from soaklab.config.compose import compose
 
     return compose("sac", "g1_motion_tracking", "mujoco",
-                   [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(motion))}", *overrides]).config
+                   [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(motion))}", *overrides]).run
 
 
 @pytest.fixture

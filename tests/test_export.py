@@ -107,12 +107,13 @@ def test_bad_paths_fail_closed_in_one_line(cli, tmp_path, cartpole_run, args, sa
 def test_a_checkpoint_from_another_task_is_refused(cli, tmp_path, cartpole_run):
     """A G1 checkpoint (its observations are the tracking task's) against the cart-pole run."""
     from soaklab.rl.agents import make_agent
+    from soaklab.settings.sections import RunConfig
     from soaklab.tasks.spaces import task_spaces
 
     record = json.loads((cartpole_run / "run_config.json").read_text())
     g1 = task_spaces("g1_motion_tracking")
-    agent = make_agent("sac", g1.actor_obs, g1.critic_obs, g1.action, 1, record["config"]["algo"],
-                       torch.device("cpu"))
+    agent = make_agent("sac", g1.actor_obs, g1.critic_obs, g1.action, 1,
+                       RunConfig.of(record["config"], record["algo"]).algo, torch.device("cpu"))
     foreign = tmp_path / "g1.pt"
     torch.save({"iteration": 1, "env_steps": 1, "agent": agent.state_dict()}, foreign)
     result = cli("export", cartpole_run, "--checkpoint", foreign, "--out", tmp_path / "p.onnx")
@@ -153,11 +154,14 @@ def test_a_completed_run_exports_and_plays_at_its_end(tmp_path):
 def test_a_failing_step_is_recorded_in_one_line(tmp_path, capsys):
     """A step that fails (here: a run dir that is not one) is recorded with its exit code and the
     CLI's one line, and printed; post_training never raises."""
+    from dataclasses import replace
+
+    from soaklab.config.compose import compose
     from soaklab.post_training import RECORD, post_training
 
     (tmp_path / "run").mkdir()
-    config = {"training": {"export_onnx": True, "no_play": True}}
-    steps = post_training(tmp_path / "run", config)
+    training = compose("sac", "cartpole_swingup", "mujoco").run.training
+    steps = post_training(tmp_path / "run", replace(training, export_onnx=True, no_play=True))
     assert steps["export"]["status"] == "failed" and steps["export"]["exit_code"] == 2
     assert "not a run dir" in steps["export"]["line"]
     assert json.loads((tmp_path / "run" / RECORD).read_text()) == steps

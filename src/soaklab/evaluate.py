@@ -21,7 +21,7 @@ and evaluated on the other is a sim-to-sim evaluation (`sim_to_sim: true`).
 from __future__ import annotations
 
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from soaklab.errors import InvalidInput
+from soaklab.settings.sections import RunConfig
 from soaklab.trained import TrainedRun
 
 TRACKING_TASK = "g1_motion_tracking"
@@ -59,16 +60,16 @@ def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
         raise InvalidInput("--sim mjwarp: needs an NVIDIA GPU (CUDA); evaluate on this host with --sim mujoco")
 
 
-def evaluation_config(trained: TrainedRun, sim: str, episodes: int) -> dict[str, Any]:
+def evaluation_config(trained: TrainedRun, sim: str, episodes: int) -> RunConfig:
     """The run's playback config (rollout.playback_config: MuJoCo, one physics thread) with one env
     per episode, moved to MuJoCo Warp's device-resident env when `sim` is mjwarp."""
     from soaklab.rollout import playback_config
 
-    cfg = playback_config(trained, episodes)
+    run = playback_config(trained, episodes)
     if sim == "mjwarp":
-        cfg["training"]["sim_backend"] = "mjwarp"
-        cfg["env"]["collector_tensor_device"] = "cuda"
-    return cfg
+        run = replace(run, training=replace(run.training, sim_backend="mjwarp"),
+                      env=replace(run.env, collector_tensor_device="cuda"))
+    return run
 
 
 class OnnxPolicy:
@@ -104,8 +105,8 @@ def clips_of(trained: TrainedRun) -> dict[str, str]:
     """The run's clips, label -> NPZ path (one, or each clip of a motion library, in its order)."""
     from soaklab.tasks.metrics import clip_labels
 
-    motion = trained.config["env"]["motion"]
-    items = motion if isinstance(motion, list) else [motion]
+    motion = trained.run.env.motion
+    items = motion if isinstance(motion, tuple) else (motion,)
     return dict(zip(clip_labels(items), items, strict=True))
 
 
@@ -119,10 +120,10 @@ def run_episodes(trained: TrainedRun, sim: str, episodes: int, clip: str, policy
     from soaklab.tasks.registry import make_env
 
     device = "cuda" if sim == "mjwarp" else "cpu"
-    cfg = evaluation_config(trained, sim, episodes)
-    cfg["env"]["motion"] = clip
+    run = evaluation_config(trained, sim, episodes)
+    run = replace(run, env=replace(run.env, motion=clip))
     scene = scene_of(trained.record["run"].get("assets"), clip)
-    env = make_env(trained.task, cfg, Path(scene) if scene else None, device=device, compile_terms=False)
+    env = make_env(trained.task, run, Path(scene) if scene else None, device=device, compile_terms=False)
     try:
         n, last = env.num_envs, env.num_frames - 1
         obs = env.start_at_first_frame()
@@ -172,7 +173,7 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
         for label, path in chosen.items():
             figures, diff = run_episodes(trained, sim, episodes, path, policy)
             results[label], worst = asdict(figures), max(worst, diff)
-    trained_on = trained.config["training"]["sim_backend"]
+    trained_on = trained.run.training.sim_backend
     return {
         "kind": "evaluation",
         "sim": sim,

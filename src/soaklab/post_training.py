@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.settings.sections import TrainingConfig
 
 RECORD = "post_training.json"
 PLAY_SECONDS = 5.0
 STEP_TIMEOUT_S = 1800  # a bound for a hung step, not an expectation
 
 
-def post_training(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
-    training = config["training"]
+def post_training(run_dir: Path, training: TrainingConfig) -> dict[str, Any]:
     steps: dict[str, Any] = {}
-    if training["export_onnx"]:
+    if training.export_onnx:
         steps["export"] = _step(["export", str(run_dir), "--out", str(run_dir / "policy.onnx")])
-    if not training["no_play"]:
+    if not training.no_play:
         steps["play"] = _step(["play", str(run_dir), "--out", str(run_dir / "play.mp4"), "--seconds",
                                str(PLAY_SECONDS)])
     if steps:

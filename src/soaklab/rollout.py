@@ -3,27 +3,25 @@ observations `soaklab export` checks parity on, and the frames `soaklab play` re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from soaklab.settings.sections import RunConfig
 from soaklab.tasks.env import StepResult
 from soaklab.trained import TrainedRun
 
 
-def playback_config(trained: TrainedRun, envs: int) -> dict[str, Any]:
+def playback_config(trained: TrainedRun, envs: int) -> RunConfig:
     """The run's config on the CPU backend with `envs` envs (a GPU-trained policy plays on MuJoCo),
     tracking the playback clip (a motion library's first: `soaklab evaluate` judges every clip)."""
-    cfg = json.loads(json.dumps(trained.config))
-    cfg["algo"]["num_envs"] = envs
-    cfg["env"]["motion"] = trained.playback_clip
-    cfg["training"]["sim_backend"] = "mujoco"
-    cfg["env"]["collector_tensor_device"] = "cpu"
-    cfg["env"]["num_threads"] = 1
-    return cfg
+    run = trained.run
+    return replace(run, algo=replace(run.algo, num_envs=envs),
+                   env=replace(run.env, motion=trained.playback_clip, collector_tensor_device="cpu", num_threads=1),
+                   training=replace(run.training, sim_backend="mujoco"))
 
 
 @contextmanager

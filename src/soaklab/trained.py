@@ -11,6 +11,7 @@ import io
 import json
 import pickle
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 
 from soaklab.errors import InvalidInput
 from soaklab.rundir import RUN_CONFIG
+from soaklab.settings.sections import RunConfig
 
 FINAL_CHECKPOINT = "model_final.pt"
 
@@ -38,11 +40,16 @@ class TrainedRun:
     def config(self) -> dict[str, Any]:
         return self.record["config"]
 
+    @cached_property
+    def run(self) -> RunConfig:
+        """The run's configuration as typed values (checked when the run is loaded)."""
+        return run_of(self.run_dir, self.record)
+
     @property
     def playback_clip(self) -> str | None:
         """The clip playback and export parity roll out: the run's clip, or a motion library's first."""
-        motion = self.config["env"].get("motion")
-        return motion[0] if isinstance(motion, list) else motion
+        motion = self.run.env.motion
+        return motion[0] if isinstance(motion, tuple) else motion
 
     def scene(self) -> Path | None:
         """The scene of the playback clip (a terrain clip's own)."""
@@ -83,8 +90,8 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
         raise InvalidInput(f"{path}: a checkpoint of another run (config {str(theirs)[:19]}), not of {run_dir} "
                            f"(config {record['config_hash'][:19]}); give one from {run_dir / 'checkpoints'}")
     spaces = task_spaces(record["task"])
-    algo = record["config"]["algo"]
-    agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, algo,
+    run = run_of(run_dir, record)
+    agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, run.algo,
                        torch.device("cpu"))
     try:
         agent.load_state_dict(state)
@@ -95,6 +102,15 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
     for module in agent.modules():
         module.eval()
     return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent)
+
+
+def run_of(run_dir: Path, record: dict[str, Any]) -> RunConfig:
+    """A run's record as typed values; a record this build cannot read whole is bad input."""
+    try:
+        return RunConfig.of(record["config"], record["algo"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInput(f"{run_dir / RUN_CONFIG}: its config does not fit this soaklab ({exc}); "
+                           "a run resolved by another version? train it again") from None
 
 
 def describe(trained: TrainedRun) -> str:

@@ -47,8 +47,10 @@ def test_a_terrain_clip_brings_its_scene_to_the_run_and_to_the_trained_run(cli, 
     assets = record["run"]["assets"]
     assert scene_of(assets, record["config"]["env"]["motion"]) == crawl["scene"]["path"]
     assert scene_of(assets, str(g1_assets.motion)) == str(g1_assets.scene)  # largebox: the plain scene
-    config = json.loads(json.dumps(record["config"]))
-    env = make_env("g1_motion_tracking", config, Path(crawl["scene"]["path"]), compile_terms=False)
+    from soaklab.settings.sections import RunConfig
+
+    run = RunConfig.of(record["config"], record["algo"])
+    env = make_env("g1_motion_tracking", run, Path(crawl["scene"]["path"]), compile_terms=False)
     model = env.backend.model
     assert sum(model.geom(i).name.startswith("terrain_crawl_slope") for i in range(model.ngeom)) == 2
     env.close()
@@ -76,12 +78,18 @@ def test_seeds_beyond_the_contract_fail_before_anything_is_spawned(cli, g1_asset
 
 
 def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
-    from soaklab.rl.collector import group_config
+    from dataclasses import replace
+
+    from soaklab.config.compose import compose
+    from soaklab.rl.collector import group_run
     from soaklab.settings.contract import MAX_SEED
     from soaklab.tasks.rng import ManagerRng
 
-    config = {"algo": {"num_envs": 8}, "env": {"seed": MAX_SEED}}
-    seeds = [group_config(config, 4, g)["env"]["seed"] for g in range(3)]
+    run = compose("sac", "cartpole_swingup", "mujoco", ["algo.num_envs=8"]).run
+    run = replace(run, env=replace(run.env, seed=MAX_SEED))
+    groups = [group_run(run, 4, g) for g in range(3)]
+    seeds = [g.env.seed for g in groups]
+    assert {g.algo.num_envs for g in groups} == {4} and run.algo.num_envs == 8, "derived, the run unchanged"
     assert seeds == [MAX_SEED, 0, 1]
     for seed in seeds:
         ManagerRng(seed)

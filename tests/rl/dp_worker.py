@@ -39,7 +39,7 @@ def run_rank(rank: int, world: int, store: str, algo: str, updates: int, use_dp:
     dp = DataParallel.join(Path(store), rank, world, backend) if use_dp else None
     overrides = ["algo.actor_hidden=16", "algo.critic_hidden=16", "algo.num_blocks=1", "algo.batch_size=8",
                  f"algo.seed={rank}"]  # a different initial model per rank: the broadcast must unify them
-    cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).config["algo"]
+    cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).run.algo
     agent = make_agent(algo, OBS, CRITIC, ACTION, ENVS, cfg, device)
     if dp is not None:
         agent.join(dp)

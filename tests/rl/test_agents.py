@@ -21,7 +21,7 @@ OBS, CRITIC, ACTION = 6, 9, 3
 def small_agent(algo: str, num_envs: int = 4, **extra: object):
     overrides = ["algo.actor_hidden=16", "algo.critic_hidden=16", "algo.num_blocks=1", "algo.batch_size=8",
                  *(f"algo.{k}={v}" for k, v in extra.items())]
-    cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).config["algo"]
+    cfg = compose(algo, "cartpole_swingup", "mujoco", overrides).run.algo
     agent = make_agent(algo, OBS, CRITIC, ACTION, num_envs, cfg, torch.device("cpu"))
     layout = Layout(spaces=TaskSpaces(OBS, CRITIC, ACTION), num_envs=num_envs, capacity=1, depth=1,
                     slot_rows=num_envs, num_metrics=1)

@@ -9,8 +9,8 @@ from soaklab.tasks.registry import make_env
 
 
 def make(num_envs: int = 8, *overrides: str):
-    config = compose("sac", "cartpole_swingup", "mujoco", [f"algo.num_envs={num_envs}", *overrides]).config
-    return make_env("cartpole_swingup", config)
+    return make_env("cartpole_swingup", compose("sac", "cartpole_swingup", "mujoco",
+                                                [f"algo.num_envs={num_envs}", *overrides]).run)
 
 
 def test_widths_and_random_policy_return():

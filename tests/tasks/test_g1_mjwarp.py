@@ -28,7 +28,7 @@ def build(g1_assets):
     def env(sim: str, num_envs: int, *overrides: str):
         config = compose("flashsac", "g1_motion_tracking", sim,
                          [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(g1_assets.motion))}",
-                          *overrides]).config
+                          *overrides]).run
         e = make_env("g1_motion_tracking", config, scene=g1_assets.scene, device="cuda", compile_terms=False)
         made.append(e)
         return e

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from soaklab.metrics.events import current_tags, event_file, read_scalars
+from soaklab.settings.sections import RunConfig
 from soaklab.tasks.library import MotionLibraryEnv, block_sizes
 from soaklab.tasks.registry import make_env, step_metrics
 from tests.conftest import one_line
@@ -38,8 +39,8 @@ def test_each_block_tracks_its_clip_on_its_own_scene(cli, g1_assets, tmp_path):
 
     record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=5")
     motion = record["config"]["env"]["motion"]
-    env = make_env("g1_motion_tracking", record["config"], scene_for_env(record["run"]["assets"], motion),
-                   compile_terms=False)
+    env = make_env("g1_motion_tracking", RunConfig.of(record["config"], record["algo"]),
+                   scene_for_env(record["run"]["assets"], motion), compile_terms=False)
     try:
         assert isinstance(env, MotionLibraryEnv) and env.labels == ("largebox", "crawl_slope")
         assert [e.num_envs for e in env.envs] == [3, 2] and env.num_envs == 5

@@ -57,8 +57,7 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     if s.threads is not None:
         overrides.append(f"env.num_threads={s.threads}")
-    config = compose("sac", "g1_motion_tracking", "mujoco", overrides).config
-    env = make_env("g1_motion_tracking", config, scene=s.scene)
+    env = make_env("g1_motion_tracking", compose("sac", "g1_motion_tracking", "mujoco", overrides).run, scene=s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator().manual_seed(s.seed)
     env.reset()
@@ -146,8 +145,8 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
     if not torch.cuda.is_available():
         raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
-    config = compose("sac", "g1_motion_tracking", "mjwarp", overrides).config
-    env = make_env("g1_motion_tracking", config, scene=s.scene, device="cuda")
+    run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
+    env = make_env("g1_motion_tracking", run, scene=s.scene, device="cuda")
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator(device="cuda").manual_seed(s.seed)
 

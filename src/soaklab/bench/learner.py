@@ -40,21 +40,20 @@ SCHEMA_VERSION = 1
 def bench_one(algo: str, batch: int, mode: str, device: torch.device, num_envs: int, warmup: int,
               iters: int, replay_rows: int, compile_scope: str = "eager") -> dict[str, Any]:
     spaces = TASK_SPACES["g1_motion_tracking"]
-    config = compose(algo, "g1_motion_tracking", "mujoco",
-                     [f"algo.batch_size={batch}", f"algo.compile={compile_scope}"]).config
+    overrides = [f"algo.batch_size={batch}", f"algo.compile={compile_scope}"]
+    run = compose(algo, "g1_motion_tracking", "mujoco", overrides).run
     previous = os.environ.get(GRAPH_ENV)
     os.environ[GRAPH_ENV] = "1" if mode == "captured" else "0"
     try:
-        agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, num_envs, config["algo"], device)
+        agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, num_envs, run.algo, device)
     finally:
         if previous is None:
             os.environ.pop(GRAPH_ENV, None)
         else:
             os.environ[GRAPH_ENV] = previous
     layout = Layout(spaces=spaces, num_envs=num_envs, capacity=1, depth=2, slot_rows=num_envs, num_metrics=1)
-    algo_cfg = config["algo"]
     replay = ReplayRing(replay_rows, layout.row_width, layout.row_slices(), device, seed=0, stride=num_envs,
-                        n_step=int(algo_cfg["n_step"]), gamma=float(algo_cfg["gamma"]))
+                        n_step=run.algo.n_step, gamma=run.algo.gamma)
     generator = torch.Generator(device=device).manual_seed(0)
     replay.add(torch.randn(replay_rows, layout.row_width, generator=generator, device=device) * 0.1)
     agent.bind(replay, batch)

@@ -24,6 +24,7 @@ from soaklab.config.overrides import Override, apply_overrides, parse_overrides,
 from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.settings.removed import check_removed_keys
+from soaklab.settings.sections import RunConfig
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class ComposedConfig:
     config: dict[str, Any]
     overrides: tuple[Override, ...] = ()
     owner_files: tuple[str, ...] = field(default=())
+
+    @property
+    def run(self) -> RunConfig:
+        """The composed config as typed values (derived fields as composed: null until resolution)."""
+        return RunConfig.of(self.config, self.algo)
 
     def get(self, dotted: str) -> Any:
         node: Any = self.config

@@ -248,14 +248,14 @@ def select_mps(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
     """Pick the MPS daemon a run with cuda_process_sharing=mps uses (resolution already refused mps
     anywhere it cannot work); `apply` points this process, and what it spawns, at it. Before any
     CUDA call: the driver reads the choice when the context is created."""
-    training = resolved.composed.config["training"]
-    threads = mps_threads(training)
+    training = resolved.run.training
     if resolved.settings.cuda_process_sharing != "mps":
         return resolved
     from soaklab.mps.client import select_daemon
 
-    selection: MpsSelection = replace(select_daemon(training["device"]), learner_threads=threads[0],
-                                      collector_threads=threads[1])
+    selection: MpsSelection = replace(select_daemon(training.device),
+                                      learner_threads=training.mps_learner_thread_percentage,
+                                      collector_threads=training.mps_collector_thread_percentage)
     if apply:
         selection.apply()
     return replace(resolved, mps=selection)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_
 from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
 from soaklab.settings.layout import Layout, TaskSpaces, runtime_layout
 from soaklab.settings.ranks import RankPlan, resolve_ranks
+from soaklab.settings.sections import MotionSpec, RunConfig
 from soaklab.tasks.metrics import clip_labels, collector_metrics
 from soaklab.tasks.spaces import task_spaces
 
@@ -51,14 +53,20 @@ class ResolvedRun:
     def spaces(self) -> TaskSpaces:
         return self.layout.spaces
 
+    @cached_property
+    def run(self) -> RunConfig:
+        """The run's configuration as typed values, derived fields included; built once, and what the
+        runtime reads (a later derivation is a `replace` of it, never an edit)."""
+        return RunConfig.of(self.config, self.composed.algo)
+
     @property
     def collector_metrics(self) -> tuple[str, ...]:
-        return collector_metrics(self.composed.task, clip_labels(self.config["env"]["motion"]))
+        return collector_metrics(self.composed.task, clip_labels(self.run.env.motion))
 
     @property
     def scene(self) -> str | dict[str, str] | None:
         """The scene the run's envs load (scene_for_env)."""
-        return scene_for_env(self.assets, self.config["env"]["motion"])
+        return scene_for_env(self.assets, self.run.env.motion)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -133,9 +141,9 @@ def scene_of(assets: dict[str, Any] | None, motion: str | None) -> str | None:
     return assets.get("scenes", {}).get(motion, assets["scene"])
 
 
-def scene_for_env(assets: dict[str, Any] | None, motion: str | list[str] | None) -> str | dict[str, str] | None:
+def scene_for_env(assets: dict[str, Any] | None, motion: MotionSpec | list[str]) -> str | dict[str, str] | None:
     """What make_env takes as `scene`: one clip's scene, or each clip path's scene (a motion library)."""
-    if isinstance(motion, list):
+    if isinstance(motion, list | tuple):
         return {m: s for m in motion if (s := scene_of(assets, m)) is not None} if assets else None
     return scene_of(assets, motion)
 
@@ -190,12 +198,13 @@ def check_asset_files(resolved: ResolvedRun) -> None:
     NPZ archive of this robot: checked here, before anything is spawned, not found missing by the
     collector. A motion library's clips are checked one by one, each against its own scene."""
     assets = resolved.assets
-    motion = resolved.config["env"]["motion"]
+    motion = resolved.run.env.motion
+    items = motion if isinstance(motion, tuple) else (motion,)
     if assets is None:
-        for item in motion if isinstance(motion, list) else [motion]:
+        for item in items:
             check_clip_path_alone(item)
         return
-    for item in motion if isinstance(motion, list) else [motion]:
+    for item in items:
         check_clip_file(assets, item, scene_of(assets, item) or assets["scene"])
 
 

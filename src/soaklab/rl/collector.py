@@ -9,16 +9,14 @@ parent check in every wait).
 
 from __future__ import annotations
 
-import copy
 import gc
 import os
 import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -30,6 +28,7 @@ from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
 from soaklab.settings.contract import MAX_SEED
+from soaklab.settings.sections import RunConfig
 from soaklab.tasks.registry import step_metrics
 
 
@@ -37,7 +36,7 @@ from soaklab.tasks.registry import step_metrics
 class CollectorSpec:
     handles: ChannelHandles
     task: str
-    config: dict[str, Any]
+    run: RunConfig
     scene: str | dict[str, str] | None  # one scene, or each clip path's (a motion library)
     vector_steps: int
     metrics_interval: int
@@ -48,12 +47,10 @@ class CollectorSpec:
     diagnostics_path: str  # where the backend's diagnostics go (rank 0: the run dir; others: a temp file)
 
 
-def group_config(config: dict[str, Any], size: int, group: int) -> dict[str, Any]:
-    """Config of one inference group: its env count, and a seed offset so groups differ."""
-    cfg = copy.deepcopy(config)
-    cfg["algo"]["num_envs"] = size
-    cfg["env"]["seed"] = (int(cfg["env"]["seed"]) + group) % (MAX_SEED + 1)  # stays a valid seed
-    return cfg
+def group_run(run: RunConfig, size: int, group: int) -> RunConfig:
+    """The run as one inference group sees it: its env count, and a seed offset so groups differ."""
+    return replace(run, algo=replace(run.algo, num_envs=size),
+                   env=replace(run.env, seed=(run.env.seed + group) % (MAX_SEED + 1)))  # stays a valid seed
 
 
 def collector_main(spec: CollectorSpec) -> None:
@@ -65,7 +62,7 @@ def collector_main(spec: CollectorSpec) -> None:
     code = 0
     try:
         # Built and run under its stream (None: the current one), so the env's backend takes its priority.
-        with torch.cuda.stream(collector_stream(spec.config)):
+        with torch.cuda.stream(collector_stream(spec.run)):
             Collector(spec, arrays).run()  # not kept: its references to the CUDA ring go with it
     except Stopped:
         arrays["control"][C.STOP_RETURNS] += 1
@@ -79,12 +76,12 @@ def collector_main(spec: CollectorSpec) -> None:
     leave(code)
 
 
-def collector_stream(config: dict[str, Any]) -> torch.cuda.Stream | None:
+def collector_stream(run: RunConfig) -> torch.cuda.Stream | None:
     """training.collector_stream_priority=high on a CUDA carrier: a stream of the GPU's highest
     priority, so the env step's kernels are scheduled ahead of the learner's update wherever both
     wait for the same multiprocessors (the learner's stream keeps the default, lowest, priority)."""
-    device = config["env"]["collector_tensor_device"] or "cpu"
-    if config["training"]["collector_stream_priority"] != "high" or not str(device).startswith("cuda"):
+    device = run.env.collector_tensor_device or "cpu"
+    if run.training.collector_stream_priority != "high" or not device.startswith("cuda"):
         return None
     # torch maps a priority beyond the device's range to its nearest end: the highest.
     return torch.cuda.Stream(torch.device(device), priority=-100)
@@ -124,9 +121,9 @@ class Collector:
             torch.cuda.set_device(self.transport.device)
         self.bounds = self.layout.group_bounds
         # The env's tensors live on the resolved carrier (a device-resident sim: the learner's GPU).
-        device = spec.config["env"]["collector_tensor_device"] or "cpu"
+        device = spec.run.env.collector_tensor_device or "cpu"
         scene = Path(spec.scene) if isinstance(spec.scene, str) else spec.scene  # a library: per clip
-        self.envs = [make_env(spec.task, group_config(spec.config, b - a, g), scene, device=device)
+        self.envs = [make_env(spec.task, group_run(spec.run, b - a, g), scene, device=device)
                      for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
         self.env_device = self.envs[0].device

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from soaklab.rl.summary import build_rank_report, build_summary, validate_summar
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 from soaklab.settings.contract import MAX_SEED
+from soaklab.settings.sections import RunConfig
 
 JOIN_TIMEOUT_S = 5.0
 RANK_REPORT_TIMEOUT_S = 60.0  # each rank's own shutdown: collector join, shared memory, CUDA IPC
@@ -75,15 +76,13 @@ class Shutdown:
                 "cleanup": {"errors": list(self.cleanup_errors)}, "cancellation": self.cancellation}
 
 
-def rank_config(config: dict[str, Any], rank: int, groups: int) -> dict[str, Any]:
+def rank_run(run: RunConfig, rank: int, groups: int) -> RunConfig:
     """Rank r's seeds: algo.seed + r (exploration, replay sampling) and env.seed + r * groups (its
     envs' streams do not overlap another rank's groups). The model itself is rank 0's (broadcast)."""
     if rank == 0:
-        return config
-    cfg = json.loads(json.dumps(config))
-    cfg["algo"]["seed"] = (int(cfg["algo"]["seed"]) + rank) % (MAX_SEED + 1)
-    cfg["env"]["seed"] = (int(cfg["env"]["seed"]) + rank * groups) % (MAX_SEED + 1)
-    return cfg
+        return run
+    return replace(run, algo=replace(run.algo, seed=(run.algo.seed + rank) % (MAX_SEED + 1)),
+                   env=replace(run.env, seed=(run.env.seed + rank * groups) % (MAX_SEED + 1)))
 
 
 def seed_everything(seed: int) -> None:
@@ -109,7 +108,7 @@ class Learner:
         self.rank_index = rank.rank if rank is not None else 0
         self.is_main = self.rank_index == 0
         self.world_size = rank.world_size if rank is not None else 1
-        self.config = rank_config(resolved.config, self.rank_index, len(resolved.layout.group_bounds))
+        self.cfg = rank_run(resolved.run, self.rank_index, len(resolved.layout.group_bounds))
         self.run_dir = run_dir
         self.settings = resolved.settings
         self.device = torch.device(resolved.devices.learner)
@@ -120,10 +119,10 @@ class Learner:
         self.shutting_down = False
         self.rank_records: list[dict[str, Any]] | None = None  # every rank's device and GPU (rank 0)
         self.peer_reports: list[dict[str, Any] | None] | None = None  # how ranks 1..N-1 ended (rank 0)
-        algo = self.config["algo"]
-        self.max_iterations = int(algo["max_iterations"])
-        self.learning_starts = int(algo["learning_starts"])
-        self.save_interval = int(algo["save_interval"])
+        algo = self.cfg.algo
+        self.max_iterations = algo.max_iterations
+        self.learning_starts = algo.learning_starts
+        self.save_interval = algo.save_interval
         self.shutdown = Shutdown()
         self.cancellation = Cancellation()
         self.iteration = 0
@@ -173,11 +172,11 @@ class Learner:
         print(f"train: {who}error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def _run(self) -> None:
-        seed_everything(int(self.config["algo"]["seed"]))
+        seed_everything(self.cfg.algo.seed)
         # Intra-op threads are fixed by config (env.num_threads, default all cores): learner and
         # collector take turns on the same cores in lock-step, and a fixed count keeps CPU runs
         # bitwise reproducible.
-        torch.set_num_threads(int(self.config["env"]["num_threads"] or usable_cores()))
+        torch.set_num_threads(self.cfg.env.num_threads or usable_cores())
         spaces = self.resolved.spaces
         s = self.settings
         layout = self.layout = self.resolved.layout
@@ -198,20 +197,20 @@ class Learner:
                                  {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
-                                s.num_envs, self.config["algo"], self.device)
+                                s.num_envs, self.cfg.algo, self.device)
         if self.dp is not None:
             self.agent.join(self.dp)
-        algo = self.config["algo"]
-        self.replay = ReplayRing(int(algo["replay_buffer_size"]), layout.row_width, layout.row_slices(), self.device,
-                                 seed=(int(algo["seed"]) + 1) % (MAX_SEED + 1), stride=s.num_envs,
-                                 n_step=int(algo["n_step"]), gamma=float(algo["gamma"]))
+        algo = self.cfg.algo
+        self.replay = ReplayRing(algo.replay_buffer_size, layout.row_width, layout.row_slices(), self.device,
+                                 seed=(algo.seed + 1) % (MAX_SEED + 1), stride=s.num_envs,
+                                 n_step=algo.n_step, gamma=algo.gamma)
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
         # Read once: ResolvedRun derives them from its config (a copy), and every iteration logs them.
         self.metric_names = self.resolved.collector_metrics
         spec = CollectorSpec(
-            handles=self.handles, task=self.resolved.composed.task, config=self.config,
+            handles=self.handles, task=self.resolved.composed.task, run=self.cfg,
             scene=self.resolved.scene, vector_steps=self.max_iterations,
             metrics_interval=s.collector_metrics_interval, metric_names=self.metric_names,
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault,

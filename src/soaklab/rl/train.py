@@ -21,7 +21,7 @@ from soaklab.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, cl
 def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
     """The run dir must be new or empty (the monitor reads file changes in it as liveness), save the
     monitor's console log and the very record this trainer runs."""
-    configured = resolved.composed.config["training"]["log_dir"]
+    configured = resolved.run.training.log_dir
     c = resolved.composed
     run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim,
                                                                suffix=resolved.ranks.run_dir_suffix())
@@ -65,7 +65,7 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
     print(f"train: config {origin}", flush=True)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
-          f"{resolved.settings.num_envs} envs x {resolved.composed.config['algo']['max_iterations']} iterations "
+          f"{resolved.settings.num_envs} envs x {resolved.run.algo.max_iterations} iterations "
           f"-> {run_dir}", flush=True)
     threading.excepthook = _thread_error_line
     rank = None
@@ -81,7 +81,7 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
     if summary["status"] == "completed" and post_steps and learner.summary_error is None:
         from soaklab.post_training import post_training
 
-        post_training(run_dir, resolved.composed.config)
+        post_training(run_dir, resolved.run.training)
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written
         summary["failure_reason"] = summary["failure_reason"] or learner.summary_error

@@ -129,7 +129,7 @@ class Monitor:
 
     def _print(self, sample: dict[str, Any]) -> None:
         """One progress line: where the run is, how fast, when it ends, what it holds."""
-        p, total = sample["progress"], self.resolved.composed.config["algo"]["max_iterations"]
+        p, total = sample["progress"], self.resolved.run.algo.max_iterations
         rate = eta = "-"
         earlier = next((s for s in self.watch.samples if s["progress"]["env_steps"] is not None), None)
         if p["env_steps"] is not None and earlier is not None and sample["elapsed_s"] > earlier["elapsed_s"]:

@@ -54,6 +54,6 @@ def collector_metrics(task: str, clips: tuple[str, ...] = ()) -> tuple[str, ...]
 def clip_labels(motion: object) -> tuple[str, ...]:
     """The labels of a motion library's clips: each clip file's stem (a manifest's clips are
     <name>.npz, so a resolved largebox is labelled largebox); () for a single clip."""
-    if not isinstance(motion, list):
+    if not isinstance(motion, list | tuple):
         return ()
     return tuple(PurePath(str(item)).stem for item in motion)

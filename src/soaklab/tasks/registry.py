@@ -1,16 +1,16 @@
-"""Build a task's batched env from a composed config (the one place tasks are constructed)."""
+"""Build a task's batched env from a run's typed config (the one place tasks are constructed)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.settings.contract import MAX_SEED
+from soaklab.settings.sections import RunConfig
 from soaklab.tasks.env import BatchedEnv, StepResult
 
 SIM_BACKENDS_BUILT = ("mujoco", "mjwarp")
@@ -24,14 +24,14 @@ def compile_terms_from_env() -> bool:
     return os.environ.get(COMPILE_ENV, "1") != "0"
 
 
-def make_env(task: str, config: dict[str, Any], scene: Path | str | Mapping[str, str] | None = None,
+def make_env(task: str, run: RunConfig, scene: Path | str | Mapping[str, str] | None = None,
              device: str = "cpu", compile_terms: bool | None = None) -> BatchedEnv:
-    """The env for `task` with the algo/env/task settings of a composed config. `scene`: one scene,
+    """The env for `task` with the algo/env/task settings of a run's typed config. `scene`: one scene,
     or (a motion library) each clip path's scene (soaklab.config.run_config.scene_for_env)."""
     if compile_terms is None:
         compile_terms = compile_terms_from_env()
-    env_cfg, algo = config["env"], config["algo"]
-    backend = config["training"]["sim_backend"]
+    env, num_envs = run.env, run.algo.num_envs
+    backend = run.training.sim_backend
     if backend not in SIM_BACKENDS_BUILT:
         raise SettingError("training.sim_backend", backend, f"this build steps {', '.join(SIM_BACKENDS_BUILT)} only")
     if backend == "mjwarp" and task != "g1_motion_tracking":
@@ -41,32 +41,30 @@ def make_env(task: str, config: dict[str, Any], scene: Path | str | Mapping[str,
         from soaklab.assets.scene import load_scene
         from soaklab.tasks.g1_motion_tracking import G1MotionTrackingEnv, TrackingConfig
 
-        if scene is None or env_cfg["motion"] is None:
+        if scene is None or env.motion is None:
             raise InvalidInput("g1_motion_tracking needs the scene and env.motion; run `soaklab assets pull`")
-        tracking = TrackingConfig.from_config(config["task"])
+        tracking = TrackingConfig.from_config(run.task)
 
-        def one(motion: str, scene_path: str, num_envs: int, seed: int) -> G1MotionTrackingEnv:
+        def one(motion: str, scene_path: str, n: int, seed: int) -> G1MotionTrackingEnv:
             clip = load_motion(Path(motion), load_scene(Path(scene_path)))
-            return G1MotionTrackingEnv(str(scene_path), clip, tracking, num_envs, seed, env_cfg["num_threads"],
-                                       env_cfg["sampler"], env_cfg["episode_length_s"], device, compile_terms,
-                                       sim=backend)
+            return G1MotionTrackingEnv(str(scene_path), clip, tracking, n, seed, env.num_threads, env.sampler,
+                                       env.episode_length_s, device, compile_terms, sim=backend)
 
-        motion = env_cfg["motion"]
-        if not isinstance(motion, list):
-            return one(motion, str(scene if not isinstance(scene, Mapping) else scene[motion]), algo["num_envs"],
-                       env_cfg["seed"])
+        if isinstance(env.motion, str):
+            return one(env.motion, str(scene if not isinstance(scene, Mapping) else scene[env.motion]), num_envs,
+                       env.seed)
         from soaklab.tasks.library import MotionLibraryEnv, block_sizes
         from soaklab.tasks.metrics import clip_labels
 
-        sizes = block_sizes(algo["num_envs"], len(motion))
-        return MotionLibraryEnv(clip_labels(motion), [
-            one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, (env_cfg["seed"] + k) % (MAX_SEED + 1))
-            for k, (m, n) in enumerate(zip(motion, sizes, strict=True))])
+        sizes = block_sizes(num_envs, len(env.motion))
+        return MotionLibraryEnv(clip_labels(env.motion), [
+            one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, (env.seed + k) % (MAX_SEED + 1))
+            for k, (m, n) in enumerate(zip(env.motion, sizes, strict=True))])
     if task == "cartpole_swingup":
         from soaklab.tasks.cartpole import CartpoleSwingupEnv, SwingupConfig
 
-        return CartpoleSwingupEnv(SwingupConfig.from_config(config["task"]), algo["num_envs"], env_cfg["seed"],
-                                  env_cfg["num_threads"], env_cfg["episode_length_s"], device)
+        return CartpoleSwingupEnv(SwingupConfig.from_config(run.task), num_envs, env.seed, env.num_threads,
+                                  env.episode_length_s, device)
     raise SettingError("--task", task, "has no env builder")
 
 

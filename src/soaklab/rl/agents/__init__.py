@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from soaklab.rl.agents.common import OffPolicyAgent
+from soaklab.settings.sections import AlgoConfig, FlashSACConfig
 
 
-def make_agent(algo: str, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
+def make_agent(algo: str, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: AlgoConfig,
                device: torch.device) -> OffPolicyAgent:
+    """The agent `algo` with its typed settings (soaklab.settings.sections.algo_config)."""
     if algo == "sac":
         from soaklab.rl.agents.sac import SACAgent
 
@@ -18,5 +18,7 @@ def make_agent(algo: str, obs_dim: int, critic_dim: int, action_dim: int, num_en
     if algo == "flashsac":
         from soaklab.rl.agents.flashsac import FlashSACAgent
 
+        if not isinstance(cfg, FlashSACConfig):
+            raise TypeError(f"flashsac needs a FlashSACConfig, got {type(cfg).__name__}")
         return FlashSACAgent(obs_dim, critic_dim, action_dim, num_envs, cfg, device)
     raise ValueError(f"unknown algo {algo!r}")

@@ -23,6 +23,7 @@ from torch import nn
 from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
 from soaklab.rl.agents.compiled import Compilation
 from soaklab.rl.replay import ReplayRing
+from soaklab.settings.sections import AlgoConfig
 
 if TYPE_CHECKING:
     from soaklab.rl.dp import DataParallel
@@ -169,23 +170,23 @@ class OffPolicyAgent:
 
     diag_names: tuple[str, ...] = ()
 
-    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, cfg: dict[str, Any],
+    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, cfg: AlgoConfig,
                  device: torch.device) -> None:
         self.device = device
         self.action_dim = action_dim
         # Observation standardisation (algo.obs_normalization): the agent sees normalised actor and
         # critic observations everywhere; the replay keeps raw ones.
-        enabled = bool(cfg["obs_normalization"])
+        enabled = cfg.obs_normalization
         self.obs_norm = ObsNormalizer(obs_dim, enabled).to(device)
-        self.log_std_bounds = (float(cfg["log_std_min"]), float(cfg["log_std_max"]))
+        self.log_std_bounds = (cfg.log_std_min, cfg.log_std_max)
         # uniform: random actions until learning starts; policy: the initial policy acts from the
         # first step (near its zero mean: the default pose for joint targets).
-        self.warmup_actions = str(cfg["warmup_actions"])
+        self.warmup_actions = cfg.warmup_actions
         self.critic_norm = ObsNormalizer(critic_dim, enabled).to(device)
-        self.generator = seeded_generator(int(cfg["seed"]), device)
+        self.generator = seeded_generator(cfg.seed, device)
         # Decided once, when the agent is built (SOAKLAB_LEARNER_CUDA_GRAPH is read here).
         self.graphs = graph_requested(device)
-        self.compilation = Compilation(str(cfg["compile"]), device)
+        self.compilation = Compilation(cfg.compile, device)
         # NaN until a value is first written: the logger skips what no update has produced yet.
         self.diagnostics = torch.full((len(self.diag_names),), float("nan"), device=device)
         self._index = {name: i for i, name in enumerate(self.diag_names)}

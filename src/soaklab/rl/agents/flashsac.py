@@ -22,6 +22,7 @@ from torch import nn
 
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, eval_mode, frozen, polyak, squash
 from soaklab.rl.agents.nets import ResidualTrunk, project_rows
+from soaklab.settings.sections import FlashSACConfig
 
 
 class ReturnScale:
@@ -62,33 +63,33 @@ class ReturnScale:
 class FlashSACAgent(OffPolicyAgent):
     diag_names = ("critic", "reward_scale", "q_mean", "actor", "alpha", "alpha_value")
 
-    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
+    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: FlashSACConfig,
                  device: torch.device) -> None:
         super().__init__(obs_dim, critic_dim, action_dim, cfg, device)
-        self.gamma, self.tau = float(cfg["gamma"]), float(cfg["tau"])
-        self.actor_interval = int(cfg["actor_update_interval"])
-        self.use_amp = bool(cfg["use_amp"]) and device.type == "cuda"
-        blocks = int(cfg["num_blocks"])
-        self.actor = ResidualTrunk(1, obs_dim, int(cfg["actor_hidden"]), blocks, 2 * action_dim,
+        self.gamma, self.tau = cfg.gamma, cfg.tau
+        self.actor_interval = cfg.actor_update_interval
+        self.use_amp = cfg.use_amp and device.type == "cuda"
+        blocks = cfg.num_blocks
+        self.actor = ResidualTrunk(1, obs_dim, cfg.actor_hidden, blocks, 2 * action_dim,
                                    zero_head=True).to(device)
         # Both critics are one batched module (members stacked): one kernel per layer for the pair.
-        self.critics = ResidualTrunk(2, critic_dim + action_dim, int(cfg["critic_hidden"]), blocks,
-                                     int(cfg["num_bins"]), zero_head=True).to(device)
+        self.critics = ResidualTrunk(2, critic_dim + action_dim, cfg.critic_hidden, blocks,
+                                     cfg.num_bins, zero_head=True).to(device)
         # BatchNorm in train mode normalizes each forward over its own batch, which would cancel any
         # batch-wide shift of the policy's actions in the actor loss; the target critics and the actor
         # loss therefore read the critics in eval mode (running statistics), as CrossQ does.
         self.targets = copy.deepcopy(self.critics).requires_grad_(False).eval()
-        self.temperature = Temperature(action_dim, initial=float(cfg["alpha_init"])).to(device)
-        self.v_min, self.v_max, self.num_bins = float(cfg["v_min"]), float(cfg["v_max"]), int(cfg["num_bins"])
+        self.temperature = Temperature(action_dim, initial=cfg.alpha_init).to(device)
+        self.v_min, self.v_max, self.num_bins = cfg.v_min, cfg.v_max, cfg.num_bins
         self.support = torch.linspace(self.v_min, self.v_max, self.num_bins, device=device)
-        self.actor_opt = adam(self.actor.parameters(), float(cfg["actor_lr"]), device)
-        self.critic_opt = adam(self.critics.parameters(), float(cfg["critic_lr"]), device)
-        self.alpha_opt = adam(self.temperature.parameters(), float(cfg["actor_lr"]), device)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr, device)
+        self.critic_opt = adam(self.critics.parameters(), cfg.critic_lr, device)
+        self.alpha_opt = adam(self.temperature.parameters(), cfg.actor_lr, device)
         self.return_scale = ReturnScale(num_envs, self.gamma, self.v_max, device)
         # Held exploration noise: one draw per env, kept for a zeta-distributed number of steps
         # (drawn by inverse CDF: no host read, capturable).
-        spans = torch.arange(1, int(cfg["noise_zeta_max"]) + 1, dtype=torch.float64, device=device)
-        probs = spans ** -float(cfg["noise_zeta_mu"])
+        spans = torch.arange(1, cfg.noise_zeta_max + 1, dtype=torch.float64, device=device)
+        probs = spans ** -cfg.noise_zeta_mu
         self.span_cdf = (probs.cumsum(0) / probs.sum()).float()
         self.span_cdf[-1] = 1.0
         self.noise = torch.zeros(num_envs, action_dim, device=device)

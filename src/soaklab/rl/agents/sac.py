@@ -12,23 +12,24 @@ from torch import nn
 
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, frozen, polyak, squash
 from soaklab.rl.agents.nets import MLP
+from soaklab.settings.sections import AlgoConfig
 
 
 class SACAgent(OffPolicyAgent):
     diag_names = ("critic", "actor", "alpha", "alpha_value", "q_mean")
 
-    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: dict[str, Any],
+    def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: AlgoConfig,
                  device: torch.device) -> None:
         super().__init__(obs_dim, critic_dim, action_dim, cfg, device)
-        self.gamma, self.tau = float(cfg["gamma"]), float(cfg["tau"])
-        layers = int(cfg["num_blocks"])
-        self.actor = MLP(1, obs_dim, int(cfg["actor_hidden"]), 2 * action_dim, layers, zero_head=True).to(device)
-        self.critics = MLP(2, critic_dim + action_dim, int(cfg["critic_hidden"]), 1, layers).to(device)
+        self.gamma, self.tau = cfg.gamma, cfg.tau
+        layers = cfg.num_blocks
+        self.actor = MLP(1, obs_dim, cfg.actor_hidden, 2 * action_dim, layers, zero_head=True).to(device)
+        self.critics = MLP(2, critic_dim + action_dim, cfg.critic_hidden, 1, layers).to(device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
-        self.temperature = Temperature(action_dim, initial=float(cfg["alpha_init"])).to(device)
-        self.actor_opt = adam(self.actor.parameters(), float(cfg["actor_lr"]), device)
-        self.critic_opt = adam(self.critics.parameters(), float(cfg["critic_lr"]), device)
-        self.alpha_opt = adam(self.temperature.parameters(), float(cfg["actor_lr"]), device)
+        self.temperature = Temperature(action_dim, initial=cfg.alpha_init).to(device)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr, device)
+        self.critic_opt = adam(self.critics.parameters(), cfg.critic_lr, device)
+        self.alpha_opt = adam(self.temperature.parameters(), cfg.actor_lr, device)
 
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.actor(obs)[0].chunk(2, dim=-1)
