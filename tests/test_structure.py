@@ -1,5 +1,5 @@
-"""The import graph: no package cycles, the soak monitor and the configuration never import the
-runtime, and the settings contract is a leaf (docs/architecture.md)."""
+"""The import graph: no package cycles, no module cycles inside a package, the soak monitor and the
+configuration never import the runtime, and the settings contract is a leaf (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,35 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (cycle := visit(node)):
             return cycle
     return None
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.parts[-1] == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the modules of its own package it imports (lazy and TYPE_CHECKING imports included:
+    each is a dependency a reader must follow)."""
+    modules = {module_name(path): path for path in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.rsplit(".", 1)[0]
+        graph[name] = set()
+        for imported in imports_of(path):
+            parts = imported.split(".")
+            target = next((".".join(parts[:i]) for i in range(len(parts), 1, -1) if ".".join(parts[:i]) in modules),
+                          None)
+            if target and target != name and target.rsplit(".", 1)[0] == package:
+                graph[name].add(target)
+    return graph
+
+
+def test_no_module_cycle_inside_a_package():
+    graph = module_graph()
+    assert "soaklab.rl.runner" in graph["soaklab.rl.train"], "the graph sees imports inside a package"
+    assert find_cycle(graph) is None
 
 
 def test_no_package_cycle():

@@ -15,8 +15,6 @@ a collective's timeout on a peer that is gone.
 from __future__ import annotations
 
 import os
-import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
-from soaklab.lifetime import dump_stacks_on_signal, end_process, exit_now, set_parent_death_signal
+from soaklab.lifetime import end_process
 
 if TYPE_CHECKING:
     from soaklab.config.run_config import ResolvedRun
@@ -139,8 +137,11 @@ def confine(ctx: RankContext) -> None:
         os.sched_setaffinity(0, ctx.cpu_ids)
 
 
-def start_ranks(resolved: ResolvedRun, run_dir: Path) -> RankContext:
-    """Rank 0's side: spawn ranks 1..N-1, then narrow this process to its own GPU and cores."""
+def start_ranks(resolved: ResolvedRun, run_dir: Path, target: Callable[[ResolvedRun, Path, RankContext], None]
+                ) -> RankContext:
+    """Rank 0's side: spawn ranks 1..N-1, each running `target` (soaklab.rl.train.rank_main: a learner;
+    passed in, so this module never imports the learner), then narrow this process to its own GPU
+    and cores."""
     plan = resolved.ranks
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
@@ -151,7 +152,7 @@ def start_ranks(resolved: ResolvedRun, run_dir: Path) -> RankContext:
         receive, send = ctx.Pipe(duplex=False)
         child = RankContext(r, plan.world_size, str(plan.backend), cpu_ids[r], stop, os.getpid(), send)
         with environment({VISIBLE_ENV: entries[r]} if entries else {}):
-            proc = ctx.Process(target=rank_main, args=(resolved, run_dir, child), name=f"soaklab-rank{r}",
+            proc = ctx.Process(target=target, args=(resolved, run_dir, child), name=f"soaklab-rank{r}",
                                daemon=False)
             proc.start()
         send.close()  # rank 0 keeps the receiving end only: the pipe then reports the child's exit
@@ -161,27 +162,6 @@ def start_ranks(resolved: ResolvedRun, run_dir: Path) -> RankContext:
         os.environ[VISIBLE_ENV] = entries[0]
     confine(main)
     return main
-
-
-def rank_main(resolved: ResolvedRun, run_dir: Path, ctx: RankContext) -> None:
-    """Ranks 1..N-1: a learner like rank 0's, silent, its end reported to rank 0."""
-    from soaklab.rl.runner import Learner
-
-    assert ctx.parent_pid is not None and ctx.report is not None
-    set_parent_death_signal(signal.SIGTERM, ctx.parent_pid)  # rank 0 gone: shut down cleanly
-    dump_stacks_on_signal()
-    confine(ctx)
-    learner = Learner(resolved, run_dir, rank=ctx)
-    report = learner.run()
-    try:
-        ctx.report.send(report)
-    finally:
-        ctx.report.close()
-    sys.stdout.flush()
-    code = 0 if report["shutdown"]["classification"] == "normal_completion" else 1
-    if code and ctx.backend == "nccl":
-        exit_now(code)  # a failed NCCL group: the interpreter's teardown would block (exit_now says why)
-    sys.exit(code)
 
 
 def collect_reports(ctx: RankContext, timeout_s: float) -> list[dict[str, Any] | None]:

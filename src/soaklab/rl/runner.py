@@ -45,7 +45,7 @@ from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
 from soaklab.rl.ranks import RankContext, RankGone, RankWatch, collect_reports, end_peers
 from soaklab.rl.replay import ReplayRing
-from soaklab.rl.summary import build_rank_report, build_summary, validate_summary
+from soaklab.rl.summary import RunOutcome, build_rank_report, build_summary, validate_summary
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 from soaklab.settings.contract import MAX_SEED
@@ -170,6 +170,16 @@ class Learner:
         self.shutdown.exception = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
         who = f"rank {self.rank_index} " if self.world_size > 1 else ""
         print(f"train: {who}error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def outcome(self) -> RunOutcome:
+        """How this rank's run stands now, as values (what rl.summary reads)."""
+        return RunOutcome(
+            resolved=self.resolved, rank_index=self.rank_index, parallel=self.rank is not None, device=self.device,
+            shutdown=self.shutdown.record(), iteration=self.iteration, env_steps=self.env_steps,
+            final_fps=self.final_fps, wall_time_s=time.monotonic() - self.start_time,
+            backend_diagnostics=self.backend_diagnostics, learner_diagnostics=self.learner_diagnostics,
+            cuda_process_sharing=self.cuda_process_sharing, rank_records=self.rank_records,
+            peer_reports=self.peer_reports, dp_warmed_up=bool(self.dp is not None and self.dp.warmed_up))
 
     def _run(self) -> None:
         seed_everything(self.cfg.algo.seed)
@@ -529,12 +539,12 @@ class Learner:
         if self.rank is not None:
             self._step("leave the rank group", lambda: self._leave_ranks(completed))
         if not self.is_main:
-            return build_rank_report(self, counters)
+            return build_rank_report(self.outcome(), counters)
         if self.logger is not None:
             self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps * self.world_size,
                                                                 force=True))
             self._step("close logger", self.logger.close)
-        summary = build_summary(self, counters)
+        summary = build_summary(self.outcome(), counters)
         self._step("validate run summary", lambda: validate_summary(summary))
         summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)
         try:

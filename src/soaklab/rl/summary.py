@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,9 +15,31 @@ from soaklab.schemas import validate_artifact
 from soaklab.settings.layout import Layout
 
 if TYPE_CHECKING:
-    from soaklab.rl.runner import Learner
+    from soaklab.config.run_config import ResolvedRun
 
 MANIFEST_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one rank's run ended, as the learner hands it over: values read once at the end, so the
+    summary depends on what a run produced, never on the learner object that produced it."""
+
+    resolved: ResolvedRun
+    rank_index: int
+    parallel: bool  # one of several data-parallel ranks
+    device: torch.device
+    shutdown: dict[str, Any]  # Shutdown.record(): classification, owner, exception, collector, cleanup
+    iteration: int
+    env_steps: int
+    final_fps: float
+    wall_time_s: float
+    backend_diagnostics: dict[str, Any] | None
+    learner_diagnostics: dict[str, Any] | None
+    cuda_process_sharing: dict[str, Any] | None
+    rank_records: list[dict[str, Any]] | None = None  # rank 0: every rank's device and GPU
+    peer_reports: list[dict[str, Any] | None] | None = None  # rank 0: how ranks 1..N-1 ended
+    dp_warmed_up: bool = False
 
 
 def _counters(counters: np.ndarray | None) -> dict[C, int]:
@@ -57,46 +79,46 @@ def replay_ingress(n: dict[C, int], layout: Layout) -> dict[str, Any]:
     }
 
 
-def measured_peaks(learner: Learner, n: dict[C, int]) -> dict[str, int | None]:
+def measured_peaks(outcome: RunOutcome, n: dict[C, int]) -> dict[str, int | None]:
     """torch's peak reservations beside the budget (mujoco_warp's own arrays are not torch's)."""
-    device = learner.device
+    device = outcome.device
     on_cuda = device.type == "cuda"
     return {
         "learner_cuda": int(torch.cuda.max_memory_reserved(device)) if on_cuda else None,
-        "collector_cuda": n[C.COLLECTOR_CUDA_PEAK] if learner.resolved.devices.carrier.startswith("cuda") else None,
+        "collector_cuda": n[C.COLLECTOR_CUDA_PEAK] if outcome.resolved.devices.carrier.startswith("cuda") else None,
     }
 
 
-def build_rank_report(learner: Learner, counters: np.ndarray | None) -> dict[str, Any]:
+def build_rank_report(outcome: RunOutcome, counters: np.ndarray | None) -> dict[str, Any]:
     """How a rank other than 0 ended, sent to rank 0 (which writes the run's only summary)."""
     n = _counters(counters)
-    return {"rank": learner.rank_index, "shutdown": learner.shutdown.record(), "iteration": learner.iteration,
-            "env_steps": learner.env_steps, "final_env_steps_per_sec": learner.final_fps,
-            "dropped_batches": n[C.DROPPED_BATCHES], "backend_diagnostics": learner.backend_diagnostics,
-            "learner_diagnostics": learner.learner_diagnostics}
+    return {"rank": outcome.rank_index, "shutdown": outcome.shutdown, "iteration": outcome.iteration,
+            "env_steps": outcome.env_steps, "final_env_steps_per_sec": outcome.final_fps,
+            "dropped_batches": n[C.DROPPED_BATCHES], "backend_diagnostics": outcome.backend_diagnostics,
+            "learner_diagnostics": outcome.learner_diagnostics}
 
 
-def data_parallel(learner: Learner) -> dict[str, Any]:
+def data_parallel(outcome: RunOutcome) -> dict[str, Any]:
     """The manifest's rank evidence: the group, the sync, and each rank's placement and end."""
     from soaklab.rl.dp import NCCL_DEFAULTS
 
-    plan, dp = learner.resolved.ranks, learner.dp
-    reports = learner.peer_reports or []
+    plan = outcome.resolved.ranks
+    reports = outcome.peer_reports or []
     ranks = []
-    for index, record in enumerate(learner.rank_records or []):
+    for index, record in enumerate(outcome.rank_records or []):
         report = None if index == 0 else (reports[index - 1] if index - 1 < len(reports) else None)
-        shutdown = learner.shutdown.record() if index == 0 else (report or {}).get("shutdown")
+        shutdown = outcome.shutdown if index == 0 else (report or {}).get("shutdown")
         ranks.append(record | {
             "classification": shutdown["classification"] if shutdown else "learner_failure",
-            "iteration": learner.iteration if index == 0 else (report or {}).get("iteration"),
-            "env_steps": learner.env_steps if index == 0 else (report or {}).get("env_steps"),
+            "iteration": outcome.iteration if index == 0 else (report or {}).get("iteration"),
+            "env_steps": outcome.env_steps if index == 0 else (report or {}).get("env_steps"),
             "reported": index == 0 or report is not None,
             "collector_pid": ((shutdown or {}).get("collector") or {}).get("pid"),
         })
-    graphs = (learner.learner_diagnostics or {}).get("cuda_graph") or {}
+    graphs = (outcome.learner_diagnostics or {}).get("cuda_graph") or {}
     update_steps = {k: v for k, v in (graphs.get("steps") or {}).items() if k.startswith("update_")}
     captured = bool(update_steps) and all(v["enabled"] for v in update_steps.values())
-    warmed = bool(dp is not None and dp.warmed_up)
+    warmed = outcome.dp_warmed_up
     return {
         "world_size": plan.world_size,
         "backend": plan.backend,
@@ -115,12 +137,13 @@ def data_parallel(learner: Learner) -> dict[str, Any]:
     }
 
 
-def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, Any]:
-    r, s = learner.resolved, learner.settings
+def build_summary(outcome: RunOutcome, counters: np.ndarray | None) -> dict[str, Any]:
+    r = outcome.resolved
+    s = r.settings
     n = _counters(counters)
-    completed = learner.shutdown.classification == "normal_completion"
+    completed = outcome.shutdown["classification"] == "normal_completion"
     budget = r.budget.as_record()
-    budget["measured_peak_bytes"] = measured_peaks(learner, n)
+    budget["measured_peak_bytes"] = measured_peaks(outcome, n)
     manifest: dict[str, Any] = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "runtime_limits": s.runtime_limits(),
@@ -130,31 +153,31 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "collector_backend_device": r.devices.carrier,
         "inference_flight": inference_flight(n, s.inference_slot_capacity),
         "replay_ingress": replay_ingress(n, r.layout),
-        "shutdown": learner.shutdown.record(),
-        "backend_diagnostics": learner.backend_diagnostics or {
+        "shutdown": outcome.shutdown,
+        "backend_diagnostics": outcome.backend_diagnostics or {
             "available": False, "backend_type": r.composed.sim, "unavailable_reason": "not reported"},
     }
-    if learner.learner_diagnostics is not None:
-        manifest["learner_diagnostics"] = learner.learner_diagnostics
-    env_steps, fps = learner.env_steps, learner.final_fps
-    if learner.rank is not None:
-        manifest["data_parallel"] = data_parallel(learner)
-        for report in learner.peer_reports or []:  # the aggregate: every collector's env steps
+    if outcome.learner_diagnostics is not None:
+        manifest["learner_diagnostics"] = outcome.learner_diagnostics
+    env_steps, fps = outcome.env_steps, outcome.final_fps
+    if outcome.parallel:
+        manifest["data_parallel"] = data_parallel(outcome)
+        for report in outcome.peer_reports or []:  # the aggregate: every collector's env steps
             if report is not None:
                 env_steps += report["env_steps"]
                 fps += report["final_env_steps_per_sec"]
-    if learner.cuda_process_sharing is not None:
-        manifest["cuda_process_sharing"] = learner.cuda_process_sharing
+    if outcome.cuda_process_sharing is not None:
+        manifest["cuda_process_sharing"] = outcome.cuda_process_sharing
     elif s.cuda_process_sharing is not None:  # failed before the evidence was taken
         manifest["cuda_process_sharing"] = {"configured": s.cuda_process_sharing, "effective": None,
                                             "validated": False}
-    exc = learner.shutdown.exception
+    exc = outcome.shutdown["exception"]
     return {
         "schema_version": 1,
         "status": "completed" if completed else "failed",
         "failure_reason": None if completed else (
-            f"{learner.shutdown.classification}: {exc['type']}: {exc['message']}" if exc
-            else learner.shutdown.classification),
+            f"{outcome.shutdown['classification']}: {exc['type']}: {exc['message']}" if exc
+            else outcome.shutdown["classification"]),
         "algo": r.composed.algo,
         "task": r.composed.task,
         "sim": r.composed.sim,
@@ -162,10 +185,10 @@ def build_summary(learner: Learner, counters: np.ndarray | None) -> dict[str, An
         "learner_device": r.devices.learner,
         "ranks": r.ranks.world_size,
         "config_hash": r.record()["config_hash"],
-        "completed_iterations": learner.iteration,
+        "completed_iterations": outcome.iteration,
         "total_env_steps": env_steps,
         "final_env_steps_per_sec": fps,
-        "training_wall_time_sec": time.monotonic() - learner.start_time,
+        "training_wall_time_sec": outcome.wall_time_s,
         "metric_schema_version": METRIC_SCHEMA_VERSION,
         "runtime_manifest": manifest,
     }

@@ -6,16 +6,20 @@ The configuration arrives resolved (soaklab.config.resolve): this module never c
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
 from soaklab.jsonfiles import write_json_atomic
 from soaklab.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
+
+if TYPE_CHECKING:
+    from soaklab.rl.ranks import RankContext
 
 
 def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
@@ -75,7 +79,7 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
         plan = resolved.ranks
         print(f"train: {plan.world_size} data-parallel ranks ({plan.backend}), one collector each; "
               "rank 0 logs for all", flush=True)
-        rank = start_ranks(resolved, run_dir)
+        rank = start_ranks(resolved, run_dir, rank_main)
     learner = Learner(resolved, run_dir, rank=rank)
     summary = learner.run()
     if summary["status"] == "completed" and post_steps and learner.summary_error is None:
@@ -86,3 +90,27 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written
         summary["failure_reason"] = summary["failure_reason"] or learner.summary_error
     return run_dir, summary
+
+
+def rank_main(resolved: ResolvedRun, run_dir: Path, ctx: RankContext) -> None:
+    """Ranks 1..N-1 (the target start_ranks spawns): a learner like rank 0's, silent, its end reported
+    to rank 0."""
+    from soaklab.lifetime import dump_stacks_on_signal, exit_now, set_parent_death_signal
+    from soaklab.rl.ranks import confine
+    from soaklab.rl.runner import Learner
+
+    assert ctx.parent_pid is not None and ctx.report is not None
+    set_parent_death_signal(signal.SIGTERM, ctx.parent_pid)  # rank 0 gone: shut down cleanly
+    dump_stacks_on_signal()
+    confine(ctx)
+    learner = Learner(resolved, run_dir, rank=ctx)
+    report = learner.run()
+    try:
+        ctx.report.send(report)
+    finally:
+        ctx.report.close()
+    sys.stdout.flush()
+    code = 0 if report["shutdown"]["classification"] == "normal_completion" else 1
+    if code and ctx.backend == "nccl":
+        exit_now(code)  # a failed NCCL group: the interpreter's teardown would block (exit_now says why)
+    sys.exit(code)
