@@ -185,10 +185,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from soaklab.export import check_out_path, export
+    from soaklab.export import export
+    from soaklab.outpaths import check_out_file
     from soaklab.trained import load_trained
 
-    check_out_path(args.out)  # before the checkpoint is read
+    check_out_file(args.out, ".onnx")  # before the checkpoint is read
     record = export(load_trained(args.run_dir, args.checkpoint), args.out)
     parity = record["parity"]
     verdict = "within" if parity["passed"] else "OUTSIDE"
@@ -198,9 +199,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from soaklab.play import check_out_path
+    from soaklab.outpaths import check_out_file
 
-    check_out_path(args.out)  # MUJOCO_GL was set from --gl before MuJoCo was imported (preset_gl)
+    check_out_file(args.out, ".mp4")  # MUJOCO_GL was set from --gl before MuJoCo was imported (preset_gl)
     from soaklab.play import play
     from soaklab.trained import load_trained
 

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.outpaths import check_out_file
 from soaklab.trained import TrainedRun
 
 PARITY_BOUND = 1e-5  # max |onnxruntime - torch| over the recorded observations
@@ -40,20 +40,13 @@ class DeterministicPolicy(nn.Module):
         return self._mean_action(self.obs_norm(obs))
 
 
-def check_out_path(out: Path) -> None:
-    if out.suffix != ".onnx":
-        raise InvalidInput(f"--out {out}: must end in .onnx")
-    if out.is_dir() or not out.parent.is_dir():
-        raise InvalidInput(f"--out {out}: its directory {out.parent} does not exist (or it is a directory)")
-
-
 def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIONS) -> dict[str, Any]:
     """Write `out` (ONNX) and `out`.parity.json; return the parity record."""
     import onnxruntime
 
     from soaklab.rollout import playback_env, roll_out
 
-    check_out_path(out)
+    check_out_file(out, ".onnx")
     policy = DeterministicPolicy(trained.agent).eval()
     steps = math.ceil(observations / PARITY_ENVS)
     with playback_env(trained, PARITY_ENVS) as env:

@@ -20,7 +20,7 @@ VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 
 
 @dataclass(frozen=True)
-class Gpu:
+class GpuMemory:
     uuid: str
     name: str
     free_bytes: int
@@ -42,7 +42,7 @@ def smi_query(*args: str) -> list[list[str]] | None:
     return [[cell.strip() for cell in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
 
 
-def _nvml_gpus() -> list[Gpu] | None:
+def _nvml_gpus() -> list[GpuMemory] | None:
     try:
         import pynvml
     except ImportError:
@@ -57,7 +57,7 @@ def _nvml_gpus() -> list[Gpu] | None:
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
             uuid, name = pynvml.nvmlDeviceGetUUID(handle), pynvml.nvmlDeviceGetName(handle)
-            gpus.append(Gpu(uuid.decode() if isinstance(uuid, bytes) else uuid,
+            gpus.append(GpuMemory(uuid.decode() if isinstance(uuid, bytes) else uuid,
                             name.decode() if isinstance(name, bytes) else name, int(memory.free), int(memory.total)))
         return gpus
     except pynvml.NVMLError:
@@ -66,23 +66,23 @@ def _nvml_gpus() -> list[Gpu] | None:
         pynvml.nvmlShutdown()
 
 
-def _smi_gpus() -> list[Gpu] | None:
+def _smi_gpus() -> list[GpuMemory] | None:
     rows = smi_query("--query-gpu=uuid,name,memory.free,memory.total")
     if rows is None:
         return None
     try:
-        return [Gpu(r[0], r[1], int(r[2]) << 20, int(r[3]) << 20) for r in rows]
+        return [GpuMemory(r[0], r[1], int(r[2]) << 20, int(r[3]) << 20) for r in rows]
     except (IndexError, ValueError):
         return None
 
 
-def host_gpus() -> list[Gpu] | None:
+def host_gpus() -> list[GpuMemory] | None:
     """Every NVIDIA GPU of the host in bus order; None when neither NVML nor nvidia-smi answers."""
     gpus = _nvml_gpus()
     return gpus if gpus is not None else _smi_gpus()
 
 
-def visible_indices(spec: str | None, gpus: list[Gpu]) -> list[int] | None:
+def visible_indices(spec: str | None, gpus: list[GpuMemory]) -> list[int] | None:
     """Host indices CUDA_VISIBLE_DEVICES makes visible, in CUDA's order; None where unsure.
 
     As the CUDA runtime reads it: unset = all; entries are indices or (prefixes of) GPU UUIDs; the
@@ -109,7 +109,7 @@ def visible_indices(spec: str | None, gpus: list[Gpu]) -> list[int] | None:
     return chosen
 
 
-def visible_gpus() -> list[Gpu] | None:
+def visible_gpus() -> list[GpuMemory] | None:
     """The GPUs this process's CUDA would see, in its ordinal order; None where that is not certain."""
     gpus = host_gpus()
     if gpus is None:

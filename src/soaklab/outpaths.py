@@ -11,6 +11,15 @@ from pathlib import Path
 from soaklab.errors import InvalidInput
 
 
+def check_out_file(out: Path, suffix: str) -> None:
+    """A command's one output file (`--out`): of its kind (`suffix`), not a directory, in a directory
+    that exists (`soaklab export`, `soaklab play`)."""
+    if out.suffix != suffix:
+        raise InvalidInput(f"--out {out}: must end in {suffix}")
+    if out.is_dir() or not out.parent.is_dir():
+        raise InvalidInput(f"--out {out}: its directory {out.parent} does not exist (or it is a directory)")
+
+
 def dest(flag: str) -> str:
     """The argparse destination of a flag as typed (`--run-dir`) or of a positional's metavar (`RUN_DIR`)."""
     return flag.lstrip("-").replace("-", "_").lower()

@@ -19,18 +19,12 @@ import torch
 
 from soaklab.errors import InvalidInput
 from soaklab.jsonfiles import write_json_atomic
+from soaklab.outpaths import check_out_file
 from soaklab.trained import TrainedRun
 
 WIDTH, HEIGHT = 640, 480  # multiples of 16: the H.264 encoder takes them as they are
 SHEET_FRAMES = 6
 GHOST_RGBA = (0.3, 0.8, 1.0, 0.35)
-
-
-def check_out_path(out: Path) -> None:
-    if out.suffix != ".mp4":
-        raise InvalidInput(f"--out {out}: must end in .mp4")
-    if out.is_dir() or not out.parent.is_dir():
-        raise InvalidInput(f"--out {out}: its directory {out.parent} does not exist (or it is a directory)")
 
 
 class Frames:
@@ -121,7 +115,7 @@ def play(trained: TrainedRun, out: Path, seconds: float, envs: int) -> dict[str,
 
     from soaklab.rollout import playback_env, roll_out
 
-    check_out_path(out)
+    check_out_file(out, ".mp4")
     if not seconds > 0:
         raise InvalidInput(f"--seconds {seconds}: must be > 0")
     if envs < 1:

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from soaklab.nvidia import Gpu, host_gpus, visible_indices
+from soaklab.nvidia import GpuMemory, host_gpus, visible_indices
 
-H200 = [Gpu(f"GPU-{c}{c}{c}-0000", "NVIDIA H200", 100, 200) for c in "abcd"]
+H200 = [GpuMemory(f"GPU-{c}{c}{c}-0000", "NVIDIA H200", 100, 200) for c in "abcd"]
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
@@ -32,7 +32,7 @@ def test_visible_devices_map_like_the_cuda_runtime(spec, expected, monkeypatch):
 
 def test_unsure_mappings_are_refused(monkeypatch):
     """MIG instances, and GPUs of different models without PCI_BUS_ID order: NVML cannot say."""
-    mixed = [H200[0], Gpu("GPU-eee", "NVIDIA A100", 1, 2)]
+    mixed = [H200[0], GpuMemory("GPU-eee", "NVIDIA A100", 1, 2)]
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
     assert visible_indices("MIG-abc", H200) is None
     assert visible_indices(None, mixed) is None

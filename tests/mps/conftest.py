@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from soaklab.mps.records import DaemonRecord, proc_start_time, write_record
+from soaklab.mps.ownership import DaemonRecord, proc_start_time, write_record
 
 
 @pytest.fixture(autouse=True)

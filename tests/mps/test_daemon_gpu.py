@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from soaklab.mps.records import proc_start_time
+from soaklab.mps.ownership import proc_start_time
 
 pytestmark = pytest.mark.gpu
 if shutil.which("nvidia-cuda-mps-control") is None or shutil.which("nvidia-smi") is None:

@@ -16,7 +16,7 @@ import pytest
 from soaklab.errors import InvalidInput
 from soaklab.mps.client import select_daemon
 from soaklab.mps.gpus import parse_gpu_csv, select_gpus, visible
-from soaklab.mps.records import LIVE, STALE, load_records, make_private_dir
+from soaklab.mps.ownership import LIVE, STALE, load_records, make_private_dir
 from tests.conftest import CUDA_HOST, one_line
 
 SMI = """0, GPU-aaaaaaaa-1111-2222-3333-444444444444, NVIDIA H200, Default

@@ -21,7 +21,7 @@ from typing import Any
 from soaklab.errors import InvalidInput, RuntimeFailure, SettingError
 from soaklab.mps.daemon import find_control_pid, server_pids
 from soaklab.mps.gpus import query_gpus
-from soaklab.mps.records import CONTROL_SOCKET, is_socket, live_records
+from soaklab.mps.ownership import CONTROL_SOCKET, is_socket, live_records
 
 KEY = "training.cuda_process_sharing"
 PIPE_ENV, LOG_ENV = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"

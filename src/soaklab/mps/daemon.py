@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soaklab.errors import InvalidInput, RuntimeFailure
-from soaklab.mps.gpus import TOPOLOGY_MODES, Gpu, query_gpus, select_gpus
-from soaklab.mps.records import (
+from soaklab.mps.gpus import TOPOLOGY_MODES, PhysicalGpu, query_gpus, select_gpus
+from soaklab.mps.ownership import (
     CONTROL_SOCKET,
     FOREIGN,
     LIVE,
@@ -45,7 +45,7 @@ START_WAIT_S = 15.0
 STOP_WAIT_S = 30.0
 
 
-def default_name(gpu: Gpu) -> str:
+def default_name(gpu: PhysicalGpu) -> str:
     return f"gpu-{gpu.uuid.removeprefix('GPU-').lower()}"
 
 

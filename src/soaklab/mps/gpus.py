@@ -27,14 +27,14 @@ TOPOLOGY_MODES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Gpu:
+class PhysicalGpu:
     index: int  # nvidia-smi's physical index
     uuid: str  # canonical "GPU-..." UUID
     name: str
     compute_mode: str
 
 
-def parse_gpu_csv(text: str) -> list[Gpu]:
+def parse_gpu_csv(text: str) -> list[PhysicalGpu]:
     """Rows of `nvidia-smi --query-gpu=index,uuid,name,compute_mode --format=csv,noheader`."""
     gpus = []
     for line in text.splitlines():
@@ -43,15 +43,15 @@ def parse_gpu_csv(text: str) -> list[Gpu]:
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < 4 or not fields[0].isdigit():
             raise InvalidInput(f"nvidia-smi: unexpected GPU row {line.strip()!r}")
-        gpus.append(Gpu(index=int(fields[0]), uuid=fields[1], name=fields[2], compute_mode=fields[3]))
+        gpus.append(PhysicalGpu(index=int(fields[0]), uuid=fields[1], name=fields[2], compute_mode=fields[3]))
     return gpus
 
 
-def visible(gpus: list[Gpu], mask: str | None) -> list[Gpu]:
+def visible(gpus: list[PhysicalGpu], mask: str | None) -> list[PhysicalGpu]:
     """The GPUs a CUDA process sees under CUDA_VISIBLE_DEVICES (indices or UUID prefixes), in mask order."""
     if mask is None:
         return list(gpus)
-    out: list[Gpu] = []
+    out: list[PhysicalGpu] = []
     for item in (m.strip() for m in mask.split(",")):
         if not item:
             break  # CUDA stops at the first invalid entry
@@ -63,7 +63,7 @@ def visible(gpus: list[Gpu], mask: str | None) -> list[Gpu]:
     return out
 
 
-def query_gpus() -> list[Gpu]:
+def query_gpus() -> list[PhysicalGpu]:
     """The GPUs this process may use; fails closed without nvidia-smi."""
     if shutil.which(NVIDIA_SMI) is None:
         raise InvalidInput("nvidia-smi: not found; CUDA MPS needs an NVIDIA GPU and its driver on this host")
@@ -74,7 +74,7 @@ def query_gpus() -> list[Gpu]:
     return visible(parse_gpu_csv(done.stdout), os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
-def select_gpus(selector: str | None, gpus: list[Gpu], allow_all: bool = False) -> list[Gpu]:
+def select_gpus(selector: str | None, gpus: list[PhysicalGpu], allow_all: bool = False) -> list[PhysicalGpu]:
     """Resolve `--gpus` against the visible GPUs. Only `all` (read-only commands) yields several."""
     flag = "--gpus"
     if selector is not None:

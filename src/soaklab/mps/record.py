@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.jsonfiles import write_json_atomic
-from soaklab.mps.records import DaemonRecord
+from soaklab.mps.ownership import DaemonRecord
 from soaklab.schemas import validate_artifact
 from soaklab.settings.contract import check_cuda_process_sharing
 

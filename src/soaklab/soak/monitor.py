@@ -57,7 +57,7 @@ class Watch:
     termination: dict[str, Any] | None = None  # why and how the monitor ended the trainer
 
 
-class Cancelled(BaseException):
+class SoakCancelled(BaseException):
     """SIGTERM/SIGINT to the monitor; a BaseException so no `except Exception` swallows it."""
 
 
@@ -235,7 +235,7 @@ class Monitor:
                                              preexec_fn=die_with_parent(signal.SIGTERM))
             self.watch.started_at = time.monotonic()
             self._loop()
-        except Cancelled as exc:
+        except SoakCancelled as exc:
             for s in previous:  # one cancellation is enough; the group is ended exactly once
                 signal.signal(s, signal.SIG_IGN)
             self._terminate("external_cancellation")
@@ -344,7 +344,7 @@ class Monitor:
 
 
 def _raise_cancelled(signum: int, _frame: Any) -> None:
-    raise Cancelled(signal.Signals(signum).name)
+    raise SoakCancelled(signal.Signals(signum).name)
 
 
 def _kill(proc: psutil.Process) -> bool:
