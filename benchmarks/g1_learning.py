@@ -171,7 +171,12 @@ def plot(record: dict[str, Any], path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
-        run_dir = Path(tmp) / "run"
+        # --keep-run: the run dir outlives the benchmark (its final checkpoint, written when the budget's
+        # SIGTERM ends the run, is the policy that `soaklab evaluate` then judges).
+        run_dir = args.keep_run if args.keep_run is not None else Path(tmp) / "run"
+        if args.keep_run is not None and args.keep_run.exists():
+            print(f"--keep-run {args.keep_run}: exists; give a new directory", file=sys.stderr)
+            return 2
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", args.algo, "--task", "g1_motion_tracking",
                "--sim", args.sim, "algo.max_iterations=100000000", "algo.save_interval=100000000",
                *args.overrides, f"training.log_dir={run_dir}"]
@@ -192,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "kind": "g1_learning_curve", "label": args.label, "algo": args.algo, "sim": args.sim,
         "command": " ".join(sys.argv), "train_command": " ".join(["soaklab", *cmd[3:-1]]),
         "host": host_record(), "versions": versions(), "git": git_state(), "budget_minutes": args.minutes,
+        "run_dir": str(args.keep_run) if args.keep_run is not None else None,
         "num_envs": num_envs, "completed_iterations": summary["completed_iterations"],
         "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
         "final": {key: window_mean(points, key) for key in CURVES},
@@ -241,6 +247,8 @@ def main() -> int:
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--scratch", type=Path, default=None, help="where the run dir lives meanwhile")
     run.add_argument("--keep-log", action="store_true", help="keep the trainer's output as <label>.train.log")
+    run.add_argument("--keep-run", type=Path, default=None, metavar="DIR",
+                     help="train into DIR (a new directory) and keep it: checkpoints, events, run summary")
     run.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     run.set_defaults(func=cmd_run)
     table = sub.add_parser("table")
