@@ -581,7 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_cmd.add_argument("--sim", choices=("mujoco", "mjwarp"), default="mujoco",
                               help="the backend to evaluate on (the other one than the run's: sim-to-sim)")
     evaluate_cmd.add_argument("--episodes", type=int,
-                              help="episodes, one env each (default 64 on mujoco, 1024 on mjwarp)")
+                              help="episodes, one env each (default 1024 on mjwarp with a GPU, else 64)")
     evaluate_cmd.add_argument("--clip", help="only this one of the run's clips (a motion library's label)")
     evaluate_cmd.add_argument("--out", type=Path, required=True, help="the evaluation JSON (not inside RUN_DIR)")
     evaluate_cmd.add_argument("--html", type=Path, help="the evaluation as an HTML table (for the Snakemake report)")

@@ -22,7 +22,7 @@ def test_cuda_events_time_the_gpu_work_and_warp_replays_a_captured_graph():
     device = torch.device("cuda")
     x = torch.randn(2048, 2048, device=device)
     assert len(time_ms(lambda: x @ x, 5, device)) == 5
-    wp = pytest.importorskip("warp", reason="warp is not installed (the gpu extra)")
+    wp = pytest.importorskip("warp", reason="warp is not installed (the warp extra)")
     wp.init()
     a = wp.zeros(1 << 20, dtype=wp.float32, device="cuda:0")
     with wp.ScopedDevice("cuda:0"), wp.ScopedCapture() as capture:

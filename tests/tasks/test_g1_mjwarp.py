@@ -10,7 +10,7 @@ import torch
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU (CUDA)", allow_module_level=True)
-pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the gpu extra)")
+pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the warp extra)")
 
 from soaklab.capture import WARMUP_CALLS  # noqa: E402
 from soaklab.config.compose import compose  # noqa: E402

@@ -28,6 +28,9 @@ EXACT_PREFIXES = ("Train/", "Loss/")
 LEARNING_WINDOW = 200
 # Versions that decide whether two runs can be compared at all (python by major.minor).
 COMPARED_VERSIONS = ("python", "torch", "mujoco", "warp", "mujoco_warp")
+# What a run's figures can depend on, by its sim: a MuJoCo run never imports warp, so whether warp is
+# installed beside it (the CPU set-up has it, for sim-to-sim evaluation) says nothing about them.
+SIM_VERSIONS = {"mujoco": ("python", "torch", "mujoco"), "mjwarp": COMPARED_VERSIONS}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -77,9 +80,10 @@ def machine_kind(context: dict[str, Any], machine: str) -> str:
     return f"cpu: {host.get('cpu_model', '?')} x{host.get('cores', '?')}"
 
 
-def compared_versions(context: dict[str, Any]) -> dict[str, str | None]:
+def compared_versions(context: dict[str, Any], sim: str) -> dict[str, str | None]:
+    """The versions a run of `sim` is compared on (SIM_VERSIONS; every one for a sim not named)."""
     found = context.get("versions") or {}
-    out = {name: found.get(name) for name in COMPARED_VERSIONS}
+    out = {name: found.get(name) for name in SIM_VERSIONS.get(sim, COMPARED_VERSIONS)}
     if out["python"]:
         out["python"] = ".".join(str(out["python"]).split(".")[:2])
     return out
@@ -160,7 +164,7 @@ def take(record: Record, run: RecordRun, results: Path) -> dict[str, Any]:
         "iterations": int(frame[frame["tag"] == "Perf/iteration_ms"]["step"].max() + 1)
         if (frame["tag"] == "Perf/iteration_ms").any() else 0,
         "machine_kind": machine_kind(context, record.machine),
-        "versions": compared_versions(context),
+        "versions": compared_versions(context, str(run_config.get("sim"))),
         "commit": context.get("soaklab_commit"),
         "dirty": context.get("soaklab_dirty"),
         "soak": {"status": soak.get("status"), "classification": soak.get("failure_classification"),

@@ -16,6 +16,11 @@ its contacts; njmax 256 holds their rows (up to 4 per foot contact) plus one per
 joint at its limit: 192 overflowed once policies drove joints to their limits
 (joint-limit action bounds, the bending-down reference). Overflow is never silent: mujoco_warp sets a
 per-world bitmask, which `check_overflow` turns into an error naming the knob.
+
+On warp's CPU device (`device="cpu"`) the same kernels run compiled for the host, one launch at a
+time, with no streams and no graphs: slow, but the same float32 physics as on the GPU, which is what
+a sim-to-sim evaluation needs on a machine without one (CI). Training never steps it there: the
+settings contract keeps `sim=mjwarp` on a CUDA learner.
 """
 
 from __future__ import annotations
@@ -93,8 +98,11 @@ class MjwarpBackend:
         # Warp's stream takes the priority of the torch stream that builds the backend: a collector
         # that steps the envs ahead of a learner's update on the same GPU builds it under a
         # high-priority stream (training.collector_stream_priority); warp knows -1 (high) and 0.
-        torch_priority = torch.cuda.current_stream(self.torch_device).priority
-        self.stream = wp.Stream(self.wp_device, priority=-1) if torch_priority < 0 else self.wp_device.stream
+        # Warp's CPU device has no streams: its launches complete in order, on the calling thread.
+        self.stream: Any = None
+        if self.wp_device.is_cuda:
+            torch_priority = torch.cuda.current_stream(self.torch_device).priority
+            self.stream = wp.Stream(self.wp_device, priority=-1) if torch_priority < 0 else self.wp_device.stream
         # Zero-copy torch views of the warp arrays (same storage: tested by data_ptr).
         self.views = {"qpos": wp.to_torch(self.d.qpos), "qvel": wp.to_torch(self.d.qvel),
                       "sensordata": wp.to_torch(self.d.sensordata)}
@@ -110,7 +118,9 @@ class MjwarpBackend:
         # reset (with no world selected) establishes the invariant that kinematics are fresh.
         self._launch(self._step_ops)
         self._launch(self._reset_ops)
-        if use_graph:
+        if use_graph and not self.wp_device.is_cuda:
+            self.graph_disable_reason = f"warp's {self.wp_device} device has no CUDA graphs"
+        elif use_graph:
             self._capture()
 
     # -- the work that is captured -----------------------------------------------------------------
@@ -163,6 +173,10 @@ class MjwarpBackend:
     def _launch(self, ops: Any, graph: Any = None) -> None:
         """Run `ops` (or its graph) on warp's stream, ordered after and before torch's current stream."""
         wp = self._wp
+        if self.stream is None:  # the CPU device: in order, synchronous
+            with wp.ScopedDevice(self.wp_device):
+                ops()
+            return
         torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.torch_device))
         self.stream.wait_stream(torch_stream)
         with wp.ScopedDevice(self.wp_device), wp.ScopedStream(self.stream):

@@ -166,8 +166,10 @@ class G1MotionTrackingEnv:
         if sim == "mjwarp":
             from soaklab.sim.mjwarp import MjwarpBackend
 
-            if self.device.type != "cuda":
-                raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU, not {self.device}")
+            # The env's tensors live where warp's arrays do: the GPU, or warp's CPU device (evaluation
+            # on a machine without one; soaklab.sim.mjwarp).
+            if self.device.type not in ("cuda", "cpu"):
+                raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU or the CPU, not {self.device}")
             self.backend: Any = MjwarpBackend(model, num_envs, cfg.decimation, device=str(self.device))
         else:
             self.backend = MujocoBackend(model, num_envs, cfg.decimation, num_threads)
