@@ -23,7 +23,6 @@ included, can judge a MuJoCo-trained policy on MuJoCo Warp too.
 from __future__ import annotations
 
 import importlib.util
-
 import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
