@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import event_file, read_scalars
 
 BUDGET = ("algo.num_envs=16", "algo.max_iterations=2000", "algo.updates_per_step=4", "algo.batch_size=256",

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from soaklab.hostinfo import git_state, host_record, versions
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.info import git_state, host_record, versions
 
 RUN = "cpu30"
 CONFIG = "config/cpu-30min.yaml"

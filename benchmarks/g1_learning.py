@@ -38,7 +38,7 @@ import torch
 
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
-from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_events
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats

@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
-from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
 from soaklab.tasks.registry import make_env

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         record = queue.get(timeout=600)
         for p in procs:
             p.join(120)
-    from soaklab.hostinfo import git_state, host_record
+    from soaklab.host.info import git_state, host_record
 
     record.update(command="python " + " ".join(sys.argv), world=args.world, num_envs=args.num_envs,
                   warmup=args.warmup, iters=args.iters, host=host_record(), git=git_state())

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 
 # Scaling efficiency (throughput / (GPUs x one-GPU throughput)) each GPU count must reach: 1.8x at two
 # (docs/runtime.md, "Data parallelism"), 0.8 at four; eight is reported against no target.

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 
 
 def rows(folder: Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from soaklab.hostinfo import git_state
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
 from soaklab.records.snapshot import accumulated_per_iteration

@@ -25,7 +25,7 @@ from soaklab.bench.backend import ProbeSettings, run_probe
 from soaklab.config.host import probe_host
 from soaklab.config.resolve import RunRequest, resolve
 from soaklab.config.run_config import assets_record
-from soaklab.hostinfo import git_state, host_record, versions
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.runner import Learner

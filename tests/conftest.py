@@ -15,7 +15,7 @@ from soaklab.assets.clips import HOLOSOMA_WHEEL
 from soaklab.assets.pull import PullRequest, pull_assets
 from soaklab.assets.source import G1_WHEEL, fetch_pinned_wheel
 from soaklab.cli import main
-from soaklab.settings.sections import RunConfig
+from soaklab.contract.sections import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # Task terms run eager in tests (same function as compiled, without a compile per env size);

@@ -4,13 +4,21 @@ configuration never import the runtime, and the settings contract is a leaf (doc
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 from tests.conftest import REPO
 
 PKG = REPO / "src" / "soaklab"
 # Packages that describe, check or observe a run: none of them may import the runtime (soaklab.rl).
-NO_RUNTIME = ("soak", "settings", "config", "metrics", "validation")
+NO_RUNTIME = ("soak", "contract", "config", "metrics", "outcomes")
+# The package root holds the entry points and the error types; every other module lives in a family.
+ROOT_MODULES = {"__init__", "__main__", "cli", "errors"}
+STANDALONE_LOADER = REPO / "workflow" / "rules" / "common.smk"
+# What a module Snakemake loads by path may import beside the standard library: Snakemake's own
+# dependencies, present wherever the workflow runs.
+SNAKEMAKE_DEPENDENCIES = {"yaml", "jsonschema"}
 
 
 def room(path: Path) -> str:
@@ -108,11 +116,48 @@ def test_the_observers_never_import_the_runtime():
 
 
 def test_the_settings_contract_is_a_leaf():
-    """settings/ imports neither the tasks nor torch: a pure function of values and a host description."""
-    for path in (PKG / "settings").rglob("*.py"):
+    """contract/ imports neither the tasks nor torch: a pure function of values and a host
+    description."""
+    paths = list((PKG / "contract").rglob("*.py"))
+    assert paths
+    for path in paths:
         names = imports_of(path)
         assert not {n for n in names if n == "torch" or n.startswith(("torch.", "soaklab.tasks"))}, path
-        assert {n.split(".")[1] for n in names if n.startswith("soaklab.")} <= {"errors", "settings"}, path
+        ours = {n for n in names if n.startswith("soaklab.")}
+        assert all(n.startswith(("soaklab.errors", "soaklab.contract")) for n in ours), (path, ours)
+
+
+def test_the_package_root_shows_its_families():
+    assert {p.stem for p in PKG.glob("*.py")} == ROOT_MODULES
+
+
+def standalone_modules() -> list[Path]:
+    """Every module the Snakefile loads by path (`_standalone("...")` in common.smk)."""
+    found = re.findall(r'_standalone\("([^"]+)"\)', STANDALONE_LOADER.read_text())
+    return [PKG / f"{name}.py" for name in found]
+
+
+def test_what_snakemake_loads_by_path_imports_the_standard_library_only():
+    """The DAG plans before (and without) importing soaklab: a module it loads by path may import
+    nothing but the standard library (and Snakemake's own dependencies), never soaklab, and says so
+    where a reader meets it, in its docstring."""
+    modules = standalone_modules()
+    assert {p.relative_to(PKG).as_posix() for p in modules} >= {"dag/sweeps.py", "dag/codedeps.py",
+                                                                 "records/plan.py"}
+    for path in modules:
+        tops = {name.split(".")[0] for name in imports_of(path)} - {"__future__"}
+        allowed = sys.stdlib_module_names | SNAKEMAKE_DEPENDENCIES
+        assert tops <= allowed, (path, sorted(tops - allowed))
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        assert "standard library" in " ".join(doc.split()).lower(), f"{path}: its docstring must state the rule"
+
+
+def test_the_standalone_check_can_fail(tmp_path):
+    """A module importing a third-party package is caught by the same reading."""
+    bad = tmp_path / "bad.py"
+    bad.write_text('"""Standard library only."""\nimport yaml\nfrom soaklab.errors import InvalidInput\n')
+    tops = {name.split(".")[0] for name in imports_of(bad)}
+    assert not tops <= sys.stdlib_module_names | SNAKEMAKE_DEPENDENCIES
 
 
 def test_the_cycle_finder_finds_one():

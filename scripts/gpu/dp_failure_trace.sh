@@ -2,7 +2,7 @@
 # On nvidia-h200-x2 (through bootstrap.sh; no warp needed: carry .device/wheels and .device/install.sh):
 # where the two-rank NCCL failure path spends its time. The run of dp_failure.sh whose rank 1
 # collector is killed at iteration 100, with every output line timestamped, and every soaklab process
-# of the run asked for its threads' stacks (SIGUSR1, soaklab.lifetime) every 5 s from the first
+# of the run asked for its threads' stacks (SIGUSR1, soaklab.host.lifetime) every 5 s from the first
 # progress line on, each dump headed by the pid and its place in the tree. $OUT/dp-failure-trace[-VARIANT].log and .json.
 # TRACE_VARIANTS="name:K=V,K=V name2:..." runs it once per variant with those environment variables
 # (default: one run as the runtime sets it up).

@@ -8,7 +8,7 @@
 #   OUT=/root/sem-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/semtrace.sh   # about 3 minutes
 #
 # COMPILE (default "1 0") picks the runs: "1" alone is the one that leaked (2026-12-02: tqdm's
-# multiprocessing lock, made in the collector by torch.compile; soaklab.lifetime.leave says why).
+# multiprocessing lock, made in the collector by torch.compile; soaklab.host.lifetime.leave says why).
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 iterations=${ITERATIONS:-300}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from soaklab.errors import InvalidInput, SoaklabError
-from soaklab.gl import GL_BACKENDS, gl_load_error, preset_gl
+from soaklab.policy.gl import GL_BACKENDS, gl_load_error, preset_gl
 
 
 def cmd_assets_pull(args: argparse.Namespace) -> int:
@@ -107,7 +107,8 @@ def cmd_mps_doctor(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from soaklab.config.host import HOST_CAPABILITIES_ENV, probe_host
-    from soaklab.config.resolve import RunSource, obtain, select_mps
+    from soaklab.config.resolve import RunSource, obtain
+    from soaklab.mps.client import select_for_run
     from soaklab.rl.train import train
 
     if os.environ.get(HOST_CAPABILITIES_ENV):
@@ -116,7 +117,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     source = RunSource(args.run_config, args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest)
     # NVML describes the GPUs without a CUDA context: the MPS daemon is chosen before one exists.
     resolved = obtain(source, probe_host(cuda_context=False))
-    run_dir, summary = train(select_mps(resolved, apply=True), post_steps=not args.skip_post_training)
+    run_dir, summary = train(select_for_run(resolved, apply=True))
+    if summary["status"] == "completed" and not args.skip_post_training:
+        from soaklab.policy.post_training import post_training
+
+        post_training(run_dir, resolved.run.training)  # docs/export.md, "At the end of training"
     shutdown = summary["runtime_manifest"]["shutdown"]
     print(f"train: {summary['status']} ({shutdown['classification']}) after {summary['completed_iterations']} "
           f"iterations, {summary['total_env_steps']} env steps; {run_dir}/run_summary.json")
@@ -124,7 +129,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"train: cleanup errors: {shutdown['cleanup']['errors'][0]}", file=sys.stderr)
     code = 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
     if code and resolved.ranks.parallel and resolved.ranks.backend == "nccl":
-        from soaklab.lifetime import exit_now
+        from soaklab.host.lifetime import exit_now
 
         exit_now(code)  # a failed NCCL group: the interpreter's teardown would block (exit_now says why)
     return code
@@ -132,7 +137,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_soak(args: argparse.Namespace) -> int:
     from soaklab.soak.monitor import Monitor, resolve_request
-    from soaklab.soak.settings import SoakRequest, check_budget
+    from soaklab.soak.request import SoakRequest, check_budget
 
     budget = check_budget({"min-duration-seconds": args.min_duration_seconds,
                            "sample-interval-seconds": args.sample_interval_seconds,
@@ -173,7 +178,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from soaklab.validation import validate_soak
+    from soaklab.outcomes.validation import validate_soak
 
     report = validate_soak(args.soak, args.run_dir, args.metrics, args.run_config, args.out, args.html)
     bad = [c for c in report["checks"] if not c["passed"]]
@@ -185,9 +190,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from soaklab.export import export
-    from soaklab.outpaths import check_out_file
-    from soaklab.trained import load_trained
+    from soaklab.files.outpaths import check_out_file
+    from soaklab.policy.export import export
+    from soaklab.policy.trained import load_trained
 
     check_out_file(args.out, ".onnx")  # before the checkpoint is read
     record = export(load_trained(args.run_dir, args.checkpoint), args.out)
@@ -199,11 +204,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from soaklab.outpaths import check_out_file
+    from soaklab.files.outpaths import check_out_file
 
     check_out_file(args.out, ".mp4")  # MUJOCO_GL was set from --gl before MuJoCo was imported (preset_gl)
-    from soaklab.play import play
-    from soaklab.trained import load_trained
+    from soaklab.policy.play import play
+    from soaklab.policy.trained import load_trained
 
     record = play(load_trained(args.run_dir, args.checkpoint), args.out, args.seconds, args.envs)
     print(f"play: {record['frames']} frames at {record['fps']} fps ({record['width']}x{record['height']}, "
@@ -213,14 +218,14 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from soaklab.evaluate import evaluate
-    from soaklab.jsonfiles import write_json_atomic
-    from soaklab.trained import load_trained
+    from soaklab.files.jsonfiles import write_json_atomic
+    from soaklab.policy.evaluate import evaluate
+    from soaklab.policy.trained import load_trained
 
     record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes, args.clip)
     write_json_atomic(args.out, record)
     if args.html is not None:
-        from soaklab.evaluate import write_page
+        from soaklab.policy.evaluate import write_page
 
         write_page(record, args.html)
     for clip, f in record["clips"].items():
@@ -232,14 +237,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from soaklab.summary import summary_lines
+    from soaklab.outcomes.runs import summary_lines
 
     print("\n".join(summary_lines(args.runs, args.results, args.logs, args.target)))
     return 0
 
 
 def cmd_sweep_summary(args: argparse.Namespace) -> int:
-    from soaklab.sweep_summary import parse_plan, write_sweep_summary
+    from soaklab.outcomes.sweep_summary import parse_plan, write_sweep_summary
 
     plan = parse_plan(args.plan)
     table = write_sweep_summary(plan, args.results, args.logs, args.csv, args.html, args.plot)
@@ -313,13 +318,13 @@ def cmd_record_keep(args: argparse.Namespace) -> int:
 
 
 def cmd_support_matrix(args: argparse.Namespace) -> int:
-    from soaklab.jsonfiles import write_text_atomic
+    from soaklab.files.jsonfiles import write_text_atomic
     from soaklab.support.matrix import differences, outputs
 
     root = Path.cwd()
-    if not (root / "src" / "soaklab" / "conf").is_dir() or not (root / "records").is_dir():
-        raise InvalidInput(f"support-matrix: {root} is not a soaklab checkout (no src/soaklab/conf or records/); "
-                           "run it from the repository root")
+    if not (root / "src" / "soaklab" / "config" / "defaults").is_dir() or not (root / "records").is_dir():
+        raise InvalidInput(f"support-matrix: {root} is not a soaklab checkout (no src/soaklab/config/defaults "
+                           "or records/); run it from the repository root")
     try:
         expected = outputs(root)
     except ValueError as exc:  # a malformed marker, a configuration with no owner, a README without markers
@@ -368,7 +373,7 @@ def figure_text(value: Any) -> str:
 
 
 # What each writing command reads and writes (argparse destinations), checked by main before the
-# command runs: an output over an input is refused (soaklab.outpaths).
+# command runs: an output over an input is refused (soaklab.files.outpaths).
 READS_WRITES: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # filled below the commands
 
 
@@ -707,7 +712,7 @@ ADDS_TO_RUN_DIR: dict[Any, Any] = {
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    from soaklab.outpaths import dest, refuse_over_evidence, refuse_overlaps
+    from soaklab.files.outpaths import dest, refuse_over_evidence, refuse_overlaps
 
     reads, writes = READS_WRITES.get(args.func, ((), ()))
     refuse_overlaps({f: getattr(args, dest(f), None) for f in reads},

@@ -18,7 +18,7 @@ from soaklab.assets.motion import (
 )
 from soaklab.assets.scene import load_scene
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import sha256_file
+from soaklab.files.jsonfiles import sha256_file
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from soaklab.assets.source import G1_WHEEL, safe_member_path
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import sha256_file
+from soaklab.files.jsonfiles import sha256_file
 from tests.conftest import one_line
 
 

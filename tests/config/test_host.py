@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from soaklab.nvidia import GpuMemory, host_gpus, visible_indices
+from soaklab.gpu.nvidia import GpuMemory, host_gpus, visible_indices
 
 H200 = [GpuMemory(f"GPU-{c}{c}{c}-0000", "NVIDIA H200", 100, 200) for c in "abcd"]
 

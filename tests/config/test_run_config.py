@@ -47,7 +47,7 @@ def test_a_terrain_clip_brings_its_scene_to_the_run_and_to_the_trained_run(cli, 
     assets = record["run"]["assets"]
     assert scene_of(assets, record["config"]["env"]["motion"]) == crawl["scene"]["path"]
     assert scene_of(assets, str(g1_assets.motion)) == str(g1_assets.scene)  # largebox: the plain scene
-    from soaklab.settings.sections import RunConfig
+    from soaklab.contract.sections import RunConfig
 
     run = RunConfig.of(record["config"], record["algo"])
     env = make_env("g1_motion_tracking", run, Path(crawl["scene"]["path"]), compile_terms=False)
@@ -81,8 +81,8 @@ def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
     from dataclasses import replace
 
     from soaklab.config.compose import compose
+    from soaklab.contract.contract import MAX_SEED
     from soaklab.rl.collector import group_run
-    from soaklab.settings.contract import MAX_SEED
     from soaklab.tasks.rng import ManagerRng
 
     run = compose("sac", "cartpole_swingup", "mujoco", ["algo.num_envs=8"]).run

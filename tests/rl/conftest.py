@@ -21,7 +21,7 @@ from soaklab.rl.shm import leaked_segments
 # Small networks and batches: these tests check the runtime's mechanics, not learning.
 FAST = ("algo.num_envs=8", "algo.learning_starts=4", "algo.batch_size=32", "algo.actor_hidden=32",
         "algo.critic_hidden=32", "algo.num_blocks=1", "algo.save_interval=10", "env.num_threads=1",
-        "training.export_onnx=false", "training.no_play=true")  # tests/test_export.py covers those
+        "training.export_onnx=false", "training.no_play=true")  # tests/policy/test_export.py covers those
 
 
 @dataclass

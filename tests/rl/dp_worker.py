@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 
 from soaklab.config.compose import compose
+from soaklab.contract.layout import Layout, TaskSpaces
 from soaklab.rl.agents import make_agent
 from soaklab.rl.dp import DataParallel
 from soaklab.rl.replay import ReplayRing
-from soaklab.settings.layout import Layout, TaskSpaces
 
 OBS, CRITIC, ACTION, ENVS = 6, 9, 3, 4
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from soaklab.config.compose import compose
+from soaklab.contract.layout import Layout, TaskSpaces
 from soaklab.rl.agents import make_agent
 from soaklab.rl.agents.common import frozen, polyak
 from soaklab.rl.agents.flashsac import ReturnScale
 from soaklab.rl.agents.nets import ResidualTrunk
 from soaklab.rl.replay import ReplayRing
-from soaklab.settings.layout import Layout, TaskSpaces
 
 OBS, CRITIC, ACTION = 6, 9, 3
 

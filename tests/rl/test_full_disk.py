@@ -3,7 +3,7 @@ partial files, processes or segments. Needs root to mount; skips cleanly without
 
 from __future__ import annotations
 
-from soaklab.rundir import LOCK as RUN_DIR_LOCK
+from soaklab.files.rundir import LOCK as RUN_DIR_LOCK
 from tests.rl.conftest import own_segments, process_gone
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from soaklab.contract.layout import Layout, TaskSpaces
 from soaklab.rl.replay import ReplayRing
-from soaklab.settings.layout import Layout, TaskSpaces
 
 
 def test_replay_samples_only_rows_present():

@@ -188,7 +188,7 @@ def test_a_run_dir_claimed_by_another_process_is_refused(start_train, tmp_path):
     in time its emptiness check ran."""
     import fcntl
 
-    from soaklab.rundir import LOCK as RUN_DIR_LOCK
+    from soaklab.files.rundir import LOCK as RUN_DIR_LOCK
 
     run_dir = tmp_path / "claimed"
     run_dir.mkdir()

@@ -210,7 +210,7 @@ def test_bad_input_is_refused_before_anything_is_spawned(start_soak, flags, word
 def test_two_ranks_are_watched_and_validated(start_soak, tmp_path):
     """A data-parallel soak: the monitor samples every rank's learner and collector, and
     `soaklab validate` checks the rank evidence (docs/runtime.md, "Data parallelism")."""
-    from soaklab.validation import validate_soak
+    from soaklab.outcomes.validation import validate_soak
 
     run = start_soak("--extra-override", "training.dp_ranks=2", iterations=150)
     soak = finished(run, 0)

@@ -12,8 +12,8 @@ if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU (CUDA)", allow_module_level=True)
 pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the warp extra)")
 
-from soaklab.capture import WARMUP_CALLS  # noqa: E402
 from soaklab.config.compose import compose  # noqa: E402
+from soaklab.gpu.capture import WARMUP_CALLS  # noqa: E402
 from soaklab.tasks.registry import make_env  # noqa: E402
 
 # Observations of the same seed on both backends after reset and 3 control steps (H200, 2026-11-29):

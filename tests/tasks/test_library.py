@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from soaklab.contract.sections import RunConfig
 from soaklab.metrics.events import current_tags, event_file, read_scalars
-from soaklab.settings.sections import RunConfig
 from soaklab.tasks.library import MotionLibraryEnv, block_sizes
 from soaklab.tasks.registry import make_env, step_metrics
 from tests.conftest import one_line
-from tests.test_export import FAST, QUIET
+from tests.policy.test_export import FAST, QUIET
 
 RUN = ("--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco")
 

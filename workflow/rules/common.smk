@@ -28,9 +28,9 @@ def _standalone(module):
     return loaded
 
 
-# Sweeps (soaklab.sweeps): each point of a sweep becomes a run under config["runs"], so every rule
+# Sweeps (soaklab.dag.sweeps): each point of a sweep becomes a run under config["runs"], so every rule
 # below treats it as any other run; SWEEPS keeps each sweep's runs and axis values for its summary.
-sweeps = _standalone("sweeps")
+sweeps = _standalone("dag/sweeps")
 SWEEPS = sweeps.expand_sweeps(config.get("sweeps") or {}, config["runs"])
 for _sweep in SWEEPS.values():
     for _run in _sweep.runs:
@@ -87,8 +87,8 @@ TRACKING_SOAK_RUNS = [name for name in config["soak_runs"] if config["runs"][nam
 
 
 # Each rule's code inputs: the import closure of the CLI command it runs, read from the source when
-# the DAG loads (soaklab.codedeps).
-codedeps = _standalone("codedeps")
+# the DAG loads (soaklab.dag.codedeps).
+codedeps = _standalone("dag/codedeps")
 
 
 def code_of(*commands):

@@ -34,7 +34,7 @@ from soaklab.assets.source import (
 )
 from soaklab.assets.terrain import terrain_pieces, write_terrain_scene
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import sha256_file, write_json_atomic
+from soaklab.files.jsonfiles import sha256_file, write_json_atomic
 from soaklab.schemas import load_artifact, validate_artifact
 
 MANIFEST_SCHEMA_VERSION = 3  # 3: every clip of the clip wheel, terrain clips with their scene

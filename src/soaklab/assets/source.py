@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure
-from soaklab.jsonfiles import sha256_file
+from soaklab.files.jsonfiles import sha256_file
 
 OFFLINE_ENV = "SOAKLAB_OFFLINE"
 

@@ -29,8 +29,8 @@ import torch
 from soaklab.bench.timing import warp_replay_ms
 from soaklab.config.compose import compose
 from soaklab.errors import InvalidInput
-from soaklab.hostinfo import git_state, host_record, versions
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.tasks.registry import make_env
 
 SCHEMA_VERSION = 1

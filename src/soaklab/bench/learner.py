@@ -25,13 +25,13 @@ from typing import Any
 import torch
 
 from soaklab.bench.timing import time_ms
-from soaklab.capture import GRAPH_ENV
 from soaklab.config.compose import compose
-from soaklab.hostinfo import git_state, host_record, versions
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.contract.layout import Layout
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.gpu.capture import GRAPH_ENV
+from soaklab.host.info import git_state, host_record, versions
 from soaklab.rl.agents import make_agent
 from soaklab.rl.replay import ReplayRing
-from soaklab.settings.layout import Layout
 from soaklab.tasks.spaces import TASK_SPACES
 
 SCHEMA_VERSION = 1

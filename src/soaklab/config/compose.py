@@ -1,10 +1,10 @@
 """Compose the owner YAML tree with OmegaConf in struct mode (docs/settings-contract.md).
 
 Layers, lowest first:
-  conf/_shared/common.yaml            keys every algorithm shares (defines keys)
-  conf/<algo>/config.yaml             algorithm defaults (may define its own algo.* keys)
-  conf/_shared/task/<task>.yaml       the task's parameters (defines task.*)
-  conf/<algo>/task/<task>/base.yaml   <- <sim>.yaml chain, via `inherits:` (sets keys only)
+  defaults/_shared/common.yaml            keys every algorithm shares (defines keys)
+  defaults/<algo>/config.yaml             algorithm defaults (may define its own algo.* keys)
+  defaults/_shared/task/<task>.yaml       the task's parameters (defines task.*)
+  defaults/<algo>/task/<task>/base.yaml   <- <sim>.yaml chain, via `inherits:` (sets keys only)
   KEY=VALUE overrides                 (sets keys only; checked raw before merging)
 
 After the key-defining layers the config is put in struct mode, so an owner
@@ -22,9 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
 from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
+from soaklab.contract.removed import check_removed_keys
+from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.settings.removed import check_removed_keys
-from soaklab.settings.sections import RunConfig
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What this host offers a run, probed or simulated (docs/settings-contract.md, "Devices").
 
-GPUs are described through NVML (soaklab.nvidia), which creates no CUDA context: the soak monitor
+GPUs are described through NVML (soaklab.gpu.nvidia), which creates no CUDA context: the soak monitor
 re-checks a run on its host without taking GPU memory, and a trainer probes before it has chosen
 its MPS daemon. Only where NVML cannot say (no NVIDIA driver library: a CPU or ROCm host; MIG;
 mixed GPU models) does the probe ask torch, and a caller that must not touch CUDA gets torch's
@@ -13,8 +13,8 @@ import json
 import os
 from dataclasses import fields
 
+from soaklab.contract.devices import ALLOW_CPU_CARRIER_ENV, HostCapabilities
 from soaklab.errors import InvalidInput
-from soaklab.settings.devices import ALLOW_CPU_CARRIER_ENV, HostCapabilities
 
 HOST_CAPABILITIES_ENV = "SOAKLAB_HOST_CAPABILITIES"
 def allow_cpu_carrier_from_env() -> bool:
@@ -36,7 +36,7 @@ def probe_host(cuda_context: bool = True) -> HostCapabilities:
     simulated = os.environ.get(HOST_CAPABILITIES_ENV)
     if simulated:
         return simulated_host(simulated)
-    from soaklab.nvidia import visible_gpus
+    from soaklab.gpu.nvidia import visible_gpus
 
     shm_free, mem_available = _probe_memory()
     gpus = visible_gpus()

@@ -7,7 +7,7 @@ being coerced.
 
 from __future__ import annotations
 
-from soaklab.settings.contract import MAX_SEED
+from soaklab.contract.contract import MAX_SEED
 
 # algo.compile (soaklab.rl.agents.compiled says what each scope compiles).
 COMPILE_MODES = ("eager", "nets", "update", "auto")
@@ -18,7 +18,7 @@ NULLABLE_KINDS: dict[str, type] = {
     "env.motion": str,
     "training.log_dir": str,
     "training.dp_ranks": int,
-    "training.dp_collector_cpu_ids": list,  # checked whole at resolution (soaklab.settings.ranks)
+    "training.dp_collector_cpu_ids": list,  # checked whole at resolution (soaklab.contract.ranks)
     "training.mps_learner_thread_percentage": int,
     "training.mps_collector_thread_percentage": int,
 }

@@ -16,8 +16,8 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS, STR_OR_LIST_KEYS
+from soaklab.contract.contract import CONTRACT_KEYS, check_contract_value, check_exact_int, is_exact_int
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.settings.contract import CONTRACT_KEYS, check_contract_value, check_exact_int, is_exact_int
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-CONF_ROOT = Path(str(resources.files("soaklab") / "conf"))
+CONF_ROOT = Path(str(resources.files("soaklab") / "config" / "defaults"))
 SHARED = "_shared"
 
 

@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
@@ -26,13 +26,10 @@ from soaklab.config.run_config import (
     config_hash,
     resolve_run_config,
 )
-from soaklab.environment import check_graph_env
+from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
+from soaklab.host.envvars import check_graph_env
 from soaklab.schemas import load_artifact
-from soaklab.settings.devices import HostCapabilities
-
-if TYPE_CHECKING:
-    from soaklab.mps.client import MpsSelection
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
 TASKS_WITHOUT_ASSETS = ("cartpole_swingup",)
@@ -242,23 +239,6 @@ def with_log_dir(resolved: ResolvedRun, run_dir: Path) -> ResolvedRun:
     at = next((i for i, o in enumerate(resolved.composed.overrides) if o.key == log_dir.key), len(kept))
     overrides = (*kept[:at], log_dir, *kept[at:])
     return replace(resolved, composed=replace(resolved.composed, config=config, overrides=overrides))
-
-
-def select_mps(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
-    """Pick the MPS daemon a run with cuda_process_sharing=mps uses (resolution already refused mps
-    anywhere it cannot work); `apply` points this process, and what it spawns, at it. Before any
-    CUDA call: the driver reads the choice when the context is created."""
-    training = resolved.run.training
-    if resolved.settings.cuda_process_sharing != "mps":
-        return resolved
-    from soaklab.mps.client import select_daemon
-
-    selection: MpsSelection = replace(select_daemon(training.device),
-                                      learner_threads=training.mps_learner_thread_percentage,
-                                      collector_threads=training.mps_collector_thread_percentage)
-    if apply:
-        selection.apply()
-    return replace(resolved, mps=selection)
 
 
 def mps_threads(training: dict[str, Any]) -> tuple[int | None, int | None]:

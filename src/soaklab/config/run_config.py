@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.config.compose import ComposedConfig
+from soaklab.contract.budget import MemoryBudget, check_memory_budget, compute_memory_budget
+from soaklab.contract.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
+from soaklab.contract.devices import HostCapabilities, ResolvedDevices, resolve_devices
+from soaklab.contract.layout import Layout, TaskSpaces, runtime_layout
+from soaklab.contract.ranks import RankPlan, resolve_ranks
+from soaklab.contract.sections import MotionSpec, RunConfig
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.hostinfo import usable_cpus
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.info import usable_cpus
 from soaklab.schemas import validate_artifact
-from soaklab.settings.budget import MemoryBudget, check_memory_budget, compute_memory_budget
-from soaklab.settings.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
-from soaklab.settings.devices import HostCapabilities, ResolvedDevices, resolve_devices
-from soaklab.settings.layout import Layout, TaskSpaces, runtime_layout
-from soaklab.settings.ranks import RankPlan, resolve_ranks
-from soaklab.settings.sections import MotionSpec, RunConfig
 from soaklab.tasks.metrics import clip_labels, collector_metrics
 from soaklab.tasks.spaces import task_spaces
 

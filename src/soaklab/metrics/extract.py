@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.events import check_tags, current_tags, event_file, metric_schema, read_events, verify_records
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.schemas import validate_artifact
@@ -106,7 +106,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
 
         plot_run(frame, plot, title=str(run_dir))
     if html is not None:
-        from soaklab.report import write_table
+        from soaklab.files.report import write_table
 
         write_table([{"tag": tag, **(v or {"mean": None})} for tag, v in metrics["metrics"].items()], html,
                     f"metrics of {run_dir}", f"means of the last {last} logged iterations; missing: "

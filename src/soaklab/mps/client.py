@@ -14,14 +14,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure, SettingError
 from soaklab.mps.daemon import find_control_pid, server_pids
 from soaklab.mps.gpus import query_gpus
 from soaklab.mps.ownership import CONTROL_SOCKET, is_socket, live_records
+
+if TYPE_CHECKING:
+    from soaklab.config.resolve import ResolvedRun
 
 KEY = "training.cuda_process_sharing"
 PIPE_ENV, LOG_ENV = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
@@ -149,3 +152,18 @@ def ambient_evidence(learner: str, collector: str) -> dict[str, Any]:
         "server_pids": servers,
         "ambient_server": bool(servers),
     }
+
+
+def select_for_run(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
+    """Pick the MPS daemon a run with cuda_process_sharing=mps uses (resolution already refused mps
+    anywhere it cannot work); `apply` points this process, and what it spawns, at it. Before any
+    CUDA call: the driver reads the choice when the context is created."""
+    training = resolved.run.training
+    if resolved.settings.cuda_process_sharing != "mps":
+        return resolved
+    selection = replace(select_daemon(training.device),
+                        learner_threads=training.mps_learner_thread_percentage,
+                        collector_threads=training.mps_collector_thread_percentage)
+    if apply:
+        selection.apply()
+    return replace(resolved, mps=selection)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 
 RECORD_FILE = "daemon.json"
 QUARANTINE_DIR = "quarantine"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.contract.contract import check_cuda_process_sharing
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.mps.ownership import DaemonRecord
 from soaklab.schemas import validate_artifact
-from soaklab.settings.contract import check_cuda_process_sharing
 
 MPS_RECORD_SCHEMA_VERSION = 1
 

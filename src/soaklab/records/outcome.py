@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import write_json_atomic
-from soaklab.report import write_table
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.report import write_table
 
 VERDICTS = ("pass", "fail", "not_comparable", "incomplete")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.records import snapshot
 from soaklab.records.plan import PROVENANCE, RUNS, SNAPSHOT, SPEC, Record, RecordError, load_record, workflow_run_check
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from soaklab.lifetime import CANCEL_SIGNALS
+from soaklab.host.lifetime import CANCEL_SIGNALS
 
 FORCE_AFTER_S = 2.0
 

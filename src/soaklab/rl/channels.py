@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from soaklab.contract.layout import CONTROL_WORDS, Layout
 from soaklab.rl.shm import ArraySpec, SharedArrays
-from soaklab.settings.layout import CONTROL_WORDS, Layout
 
 POLL_S = 0.05  # wake-up interval of blocking waits, to notice stop requests and dead peers
 
@@ -57,7 +57,7 @@ class C(enum.IntEnum):
 
 
 # The layout reserves the control array's words without importing this protocol.
-assert C.COUNT <= CONTROL_WORDS, "soaklab.settings.layout.CONTROL_WORDS is too small for the channel counters"
+assert C.COUNT <= CONTROL_WORDS, "soaklab.contract.layout.CONTROL_WORDS is too small for the channel counters"
 
 
 class Stopped(Exception):

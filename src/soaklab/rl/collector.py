@@ -20,15 +20,15 @@ from pathlib import Path
 
 import torch
 
-from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
+from soaklab.contract.contract import MAX_SEED
+from soaklab.contract.sections import RunConfig
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
-from soaklab.settings.contract import MAX_SEED
-from soaklab.settings.sections import RunConfig
 from soaklab.tasks.registry import step_metrics
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from soaklab.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.tags import IDENTITY_TAG, RUN_CONFIG_TAG, diagnostic_tag
 
 PROGRESS_EVERY_S = 2.0

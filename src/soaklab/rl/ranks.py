@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
-from soaklab.lifetime import end_process
+from soaklab.host.lifetime import end_process
 
 if TYPE_CHECKING:
     from soaklab.config.run_config import ResolvedRun

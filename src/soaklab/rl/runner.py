@@ -32,9 +32,11 @@ import numpy as np
 import torch
 
 from soaklab.config.run_config import ResolvedRun
-from soaklab.hostinfo import usable_cores
-from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import end_process, leave
+from soaklab.contract.contract import MAX_SEED
+from soaklab.contract.sections import RunConfig
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host.info import usable_cores
+from soaklab.host.lifetime import end_process, leave
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.cancel import Cancellation, Cancelled
@@ -45,11 +47,9 @@ from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
 from soaklab.rl.ranks import RankContext, RankGone, RankWatch, collect_reports, end_peers
 from soaklab.rl.replay import ReplayRing
-from soaklab.rl.summary import RunOutcome, build_rank_report, build_summary, validate_summary
+from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, build_summary, validate_summary
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
-from soaklab.settings.contract import MAX_SEED
-from soaklab.settings.sections import RunConfig
 
 JOIN_TIMEOUT_S = 5.0
 RANK_REPORT_TIMEOUT_S = 60.0  # each rank's own shutdown: collector join, shared memory, CUDA IPC
@@ -171,9 +171,9 @@ class Learner:
         who = f"rank {self.rank_index} " if self.world_size > 1 else ""
         print(f"train: {who}error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
-    def outcome(self) -> RunOutcome:
+    def outcome(self) -> LearnerOutcome:
         """How this rank's run stands now, as values (what rl.summary reads)."""
-        return RunOutcome(
+        return LearnerOutcome(
             resolved=self.resolved, rank_index=self.rank_index, parallel=self.rank is not None, device=self.device,
             shutdown=self.shutdown.record(), iteration=self.iteration, env_steps=self.env_steps,
             final_fps=self.final_fps, wall_time_s=time.monotonic() - self.start_time,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
-from soaklab.jsonfiles import write_json_atomic
-from soaklab.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
     from soaklab.rl.ranks import RankContext
@@ -53,9 +53,10 @@ def _thread_error_line(args: threading.ExceptHookArgs) -> None:
     print(f"train: error: {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
 
 
-def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Run `resolved` to its end; `post_steps`: a completed run's export and playback (docs/export.md)."""
-    from soaklab.lifetime import dump_stacks_on_signal
+def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
+    """Run `resolved` to its end: its run dir and summary. What a completed standalone run does
+    next with its policy (export, playback) is the caller's (soaklab.policy.post_training)."""
+    from soaklab.host.lifetime import dump_stacks_on_signal
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
 
@@ -82,10 +83,6 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
         rank = start_ranks(resolved, run_dir, rank_main)
     learner = Learner(resolved, run_dir, rank=rank)
     summary = learner.run()
-    if summary["status"] == "completed" and post_steps and learner.summary_error is None:
-        from soaklab.post_training import post_training
-
-        post_training(run_dir, resolved.run.training)
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written
         summary["failure_reason"] = summary["failure_reason"] or learner.summary_error
@@ -95,7 +92,7 @@ def train(resolved: ResolvedRun, post_steps: bool = True) -> tuple[Path, dict[st
 def rank_main(resolved: ResolvedRun, run_dir: Path, ctx: RankContext) -> None:
     """Ranks 1..N-1 (the target start_ranks spawns): a learner like rank 0's, silent, its end reported
     to rank 0."""
-    from soaklab.lifetime import dump_stacks_on_signal, exit_now, set_parent_death_signal
+    from soaklab.host.lifetime import dump_stacks_on_signal, exit_now, set_parent_death_signal
     from soaklab.rl.ranks import confine
     from soaklab.rl.runner import Learner
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
+from soaklab.contract.layout import Layout
 from soaklab.rl.shm import SharedArrays
-from soaklab.settings.layout import Layout
 
 
 class HostRing:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.config.run_config import ResolvedRun
-from soaklab.hostinfo import cpu_model, git_state, usable_cores, versions
-from soaklab.jsonfiles import sha256_file
+from soaklab.files.jsonfiles import sha256_file
+from soaklab.host.info import cpu_model, git_state, usable_cores, versions
 from soaklab.soak import gpu
 
 SOURCE_DIR = Path(__file__).resolve().parent

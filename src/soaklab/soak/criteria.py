@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from soaklab.settings.layout import chunks_per_vector
+from soaklab.contract.layout import chunks_per_vector
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from soaklab.nvidia import smi_query
+from soaklab.gpu.nvidia import smi_query
 
 
 def gpu_identity() -> list[dict[str, Any]] | None:

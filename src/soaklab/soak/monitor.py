@@ -24,16 +24,16 @@ import psutil
 from soaklab.config.host import probe_host
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import InvalidInput
-from soaklab.jsonfiles import write_json_atomic
-from soaklab.lifetime import CANCEL_SIGNALS, die_with_parent
-from soaklab.rundir import RUN_CONFIG
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.rundir import RUN_CONFIG
+from soaklab.host.lifetime import CANCEL_SIGNALS, die_with_parent
 from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
 from soaklab.soak.criteria import failed, run_summary_checks
 from soaklab.soak.leak import leak_verdict
+from soaklab.soak.request import SoakRequest, check_extra_overrides, check_outputs
 from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_members, take_sample
-from soaklab.soak.settings import SoakRequest, check_extra_overrides, check_outputs
 
 SOAK_SCHEMA_VERSION = "0.3.0"
 TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
@@ -66,7 +66,8 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
 
     A run config is loaded (checked again only where this host matters); only a soak that changes it
     (--extra-override) or has none resolves. The host is described without a CUDA context."""
-    from soaklab.config.resolve import Pin, RunSource, obtain, select_mps
+    from soaklab.config.resolve import Pin, RunSource, obtain
+    from soaklab.mps.client import select_for_run
 
     check_extra_overrides(list(request.extra_overrides))
     check_outputs(request)
@@ -76,7 +77,7 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
     source = RunSource(request.run_config, request.algo, request.task, request.sim, request.extra_overrides,
                        pins=pins, log_dir=request.log_dir)
     # The daemon must exist now; the trainer selects (and uses) it itself.
-    return select_mps(obtain(source, probe_host(cuda_context=False)), apply=False)
+    return select_for_run(obtain(source, probe_host(cuda_context=False)), apply=False)
 
 
 def trainer_command(request: SoakRequest) -> list[str]:

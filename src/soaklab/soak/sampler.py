@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from soaklab.rundir import CONSOLE_LOG
+from soaklab.files.rundir import CONSOLE_LOG
 from soaklab.soak import gpu
 
 FD_CLASSES = ("eventfd", "shared_memory", "pipe", "socket", "other")

@@ -74,8 +74,8 @@ class Evidence:
 
 
 def owners(root: Path) -> list[tuple[str, str, str]]:
-    """(algo, task, sim) of every owner config under src/soaklab/conf."""
-    conf = root / "src" / "soaklab" / "conf"
+    """(algo, task, sim) of every owner config under src/soaklab/config/defaults."""
+    conf = root / "src" / "soaklab" / "config" / "defaults"
     return sorted((p.parts[-4], p.parts[-2], p.stem) for p in conf.glob("*/task/*/*.yaml")
                   if not p.parts[-4].startswith("_") and p.stem != "base")
 
@@ -85,7 +85,7 @@ def combinations(root: Path) -> list[Combination]:
 
 
 def reference_host(combination: Combination) -> Any:
-    from soaklab.settings.devices import HostCapabilities
+    from soaklab.contract.devices import HostCapabilities
 
     gpus = combination.ranks if combination.device == "cuda" else 0
     return HostCapabilities(cuda_device_count=gpus, cuda_free_bytes=(GPU_FREE_BYTES,) * gpus,
@@ -187,6 +187,6 @@ def inventory(root: Path) -> list[Evidence]:
     unknown = sorted((set(tests) | set(ci)) - {c.key for c in known})
     if unknown:
         raise ValueError(f"{unknown[0]}: a marked test or CI run names a configuration with no owner config "
-                         "under src/soaklab/conf (or a device/ranks the matrix does not list)")
+                         "under src/soaklab/config/defaults (or a device/ranks the matrix does not list)")
     return [Evidence(c, refusal(c), tuple(tests.get(c.key, ())), tuple(ci.get(c.key, ())),
                      tuple(by_combination.get(c, ()))) for c in known]

@@ -481,7 +481,7 @@ class DeviceStep:
     each is one graph replay instead of a few hundred kernel launches from Python."""
 
     def __init__(self, env: G1MotionTrackingEnv) -> None:
-        from soaklab.capture import CapturedStep
+        from soaklab.gpu.capture import CapturedStep
 
         self.env = env
         n, dev, spaces = env.num_envs, env.device, SPACES
@@ -541,7 +541,7 @@ class DeviceStep:
                           self.final_obs, self.final_critic, terms, metrics)
 
     def diagnostics(self) -> dict[str, Any]:
-        from soaklab.capture import graph_diagnostics
+        from soaklab.gpu.capture import graph_diagnostics
 
         return graph_diagnostics(list(self.steps))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
+from soaklab.contract.contract import MAX_SEED
+from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.settings.contract import MAX_SEED
-from soaklab.settings.sections import RunConfig
 from soaklab.tasks.env import BatchedEnv, StepResult
 
 SIM_BACKENDS_BUILT = ("mujoco", "mjwarp")

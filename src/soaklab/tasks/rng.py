@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from soaklab.contract.contract import MAX_SEED, is_exact_int
 from soaklab.errors import SettingError
-from soaklab.settings.contract import MAX_SEED, is_exact_int
 
 
 class ManagerRng:

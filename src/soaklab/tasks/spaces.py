@@ -7,8 +7,8 @@ against this table.
 
 from __future__ import annotations
 
+from soaklab.contract.layout import TaskSpaces
 from soaklab.errors import SettingError
-from soaklab.settings.layout import TaskSpaces
 
 TASK_SPACES: dict[str, TaskSpaces] = {
     "g1_motion_tracking": TaskSpaces(actor_obs=160, critic_obs=286, action=29),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from soaklab.contract.sections import AlgoConfig, FlashSACConfig
 from soaklab.rl.agents.common import OffPolicyAgent
-from soaklab.settings.sections import AlgoConfig, FlashSACConfig
 
 
 def make_agent(algo: str, obs_dim: int, critic_dim: int, action_dim: int, num_envs: int, cfg: AlgoConfig,
                device: torch.device) -> OffPolicyAgent:
-    """The agent `algo` with its typed settings (soaklab.settings.sections.algo_config)."""
+    """The agent `algo` with its typed settings (soaklab.contract.sections.algo_config)."""
     if algo == "sac":
         from soaklab.rl.agents.sac import SACAgent
 

@@ -6,7 +6,7 @@ update from a device-side row count), parameters, optimizer state and a few
 device scalars (temperature, return scale). Its losses and diagnostics land in
 `agent.diagnostics`, a device buffer the learner reads once per logging
 interval, never per update. On CUDA each update variant and each inference
-group is one CUDA graph (soaklab.capture); on the CPU the same functions run
+group is one CUDA graph (soaklab.gpu.capture); on the CPU the same functions run
 eagerly.
 """
 
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from soaklab.capture import CapturedStep, graph_diagnostics, graph_requested
+from soaklab.contract.sections import AlgoConfig
+from soaklab.gpu.capture import CapturedStep, graph_diagnostics, graph_requested
 from soaklab.rl.agents.compiled import Compilation
 from soaklab.rl.replay import ReplayRing
-from soaklab.settings.sections import AlgoConfig
 
 if TYPE_CHECKING:
     from soaklab.rl.dp import DataParallel

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from soaklab.contract.sections import FlashSACConfig
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, eval_mode, frozen, polyak, squash
 from soaklab.rl.agents.nets import ResidualTrunk, project_rows
-from soaklab.settings.sections import FlashSACConfig
 
 
 class ReturnScale:

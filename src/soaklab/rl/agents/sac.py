@@ -10,9 +10,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from soaklab.contract.sections import AlgoConfig
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, frozen, polyak, squash
 from soaklab.rl.agents.nets import MLP
-from soaklab.settings.sections import AlgoConfig
 
 
 class SACAgent(OffPolicyAgent):

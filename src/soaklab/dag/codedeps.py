@@ -1,0 +1,123 @@
+"""The package files a CLI command runs: its import closure, read from the source (docs/dag.md).
+
+The workflow declares these as each rule's code inputs, computed when the DAG loads, so editing
+any module a rule uses (and only those) replans it. Standard library only, and it imports nothing
+of soaklab: the Snakefile loads it by path before the environment is known to be complete.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import cache
+from pathlib import Path
+
+PACKAGE = "soaklab"
+ROOT = Path(__file__).resolve().parent.parent  # the soaklab package
+# Files a module reads at run time rather than imports: the owner YAML tree and the JSON schemas.
+DATA = {"soaklab.config.compose": ("config/defaults",), "soaklab.schemas": ("schemas",)}
+CLI = "soaklab.cli"
+
+
+def _path(module: str, root: Path) -> Path | None:
+    parts = module.split(".")[1:]
+    base = root.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every soaklab module named by an import anywhere in the tree (lazy ones inside functions too)."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+def _parents(module: str) -> list[str]:
+    """Importing a.b.c runs a/__init__ and a/b/__init__ first."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+@cache
+def _closure(start: tuple[str, ...], root: Path) -> frozenset[str]:
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        module = todo.pop()
+        if module in seen or module == CLI:  # cli.py: per command, through handler_imports
+            continue
+        path = _path(module, root)
+        if path is None:  # a name imported from a module, not a module
+            continue
+        seen.add(module)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        todo.extend(_imports(tree, module, path.name == "__init__.py"))
+        todo.extend(_parents(module))
+    return frozenset(seen)
+
+
+def handler_imports(command: str, root: Path = ROOT) -> set[str]:
+    """What `soaklab <command>` imports: the CLI module's own top level and parser (every command
+    runs those), and its handler cli.cmd_<command> (only that command runs it)."""
+    cli = root / "cli.py"
+    name = "cmd_" + command.replace(" ", "_").replace("-", "_")
+    found: set[str] = set()
+    handler = False
+    for node in ast.parse(cli.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
+            if node.name == name:
+                found |= _imports(node, CLI, False)
+                handler = True
+            continue
+        found |= _imports(node, CLI, False)
+    if not handler:
+        raise KeyError(f"{cli}: no handler {name} for `soaklab {command}`")
+    return found
+
+
+def command_sources(*commands: str, root: Path = ROOT) -> list[str]:
+    """Every package file the given CLI commands can run, sorted; data files included."""
+    start: set[str] = {f"{PACKAGE}.__main__"}
+    for command in commands:
+        start |= handler_imports(command, root)
+    # cli.py itself, but not its closure: its other handlers are other commands' code.
+    modules = _closure(tuple(sorted(start)), root) | {CLI}
+    files = {_path(m, root) for m in modules}
+    for module, folders in DATA.items():
+        if module in modules:
+            for folder in folders:
+                files.update(p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(str(f) for f in files if f is not None)
+
+
+def code_stamp(commands: tuple[str, ...], stamps: Path, root: Path = ROOT) -> Path:
+    """One small file standing for the commands' code: each source's sha256 and path. Rewritten only
+    when that content changes, so its mtime moves exactly when the code does; a rule that takes it as
+    input replans then, and its job printout names one file instead of dozens."""
+    lines = [f"{hashlib.sha256(Path(f).read_bytes()).hexdigest()}  {Path(f).relative_to(root.parent)}"
+             for f in command_sources(*commands, root=root)]
+    text = "".join(f"{line}\n" for line in lines)
+    path = stamps / ("+".join(c.replace(" ", "-") for c in commands) + ".sha256")
+    try:
+        unchanged = path.read_text() == text
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path

@@ -1,0 +1,87 @@
+"""`soaklab validate`: every artifact of a soak against its schema and the pass table (docs/soak.md).
+
+An artifact that is missing, unreadable or breaks its schema is bad input (exit 2, no report):
+schema conformance is a precondition, never a check that can only read "valid". Otherwise every
+check is written with its expected and actual value, and any failed check makes the command exit 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from soaklab.config.run_config import config_hash
+from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.metrics.extract import REQUIRED_TAGS
+from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
+from soaklab.schemas import load_artifact, validate_artifact
+from soaklab.soak.criteria import Check, monitor_checks, rank_checks, run_summary_checks
+
+VALIDATION_SCHEMA_VERSION = 1
+
+
+def _load(name: str, path: Path) -> Any:
+    if not path.is_file():
+        raise InvalidInput(f"{path}: missing {name}")
+    return load_artifact(name, path, f"it is not a valid {name}")
+
+
+def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config: dict[str, Any],
+                       run_dir: Path) -> list[Check]:
+    """The artifacts must describe one and the same run."""
+    return [
+        Check("soak JSON embeds this run dir's run_summary.json", True, soak["run_summary"] == summary),
+        Check("config hash: recomputed from run_config.json's config", run_config["config_hash"],
+              config_hash(run_config["config"])),
+        Check("config hash: run_summary.json = run_config.json", run_config["config_hash"], summary["config_hash"]),
+        Check("config hash: soak context = run_config.json", run_config["config_hash"],
+              soak["context"]["config_hash"]),
+        Check("checkpoints written", True, any((run_dir / "checkpoints").glob("*.pt"))),
+    ]
+
+
+def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str, Any]) -> list[Check]:
+    identity = metrics.get("run_identity") or {}
+    return [
+        Check("metrics: the event file names this run's config hash", run_config["config_hash"],
+              identity.get("config_hash")),
+        # Full resolved paths: every DAG run dir is called `train`, so a name would match any run.
+        Check("metrics read this run dir", str(run_dir.resolve()), str(Path(metrics["run_dir"]).resolve())),
+        Check("metrics: read this run dir's own event file",
+              sorted(p.name for p in run_dir.glob("events.out.tfevents.*")), [metrics["event_file"]]),
+        Check("metrics: metric_schema_version", METRIC_SCHEMA_VERSION, metrics["metric_schema_version"]),
+        Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]),
+        Check("metrics: non-finite windows", [], metrics["non_finite"]),
+    ]
+
+
+def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run_config_path: Path | None,
+                  out: Path, html: Path | None = None) -> dict[str, Any]:
+    if not run_dir.is_dir():
+        raise InvalidInput(f"--run-dir {run_dir}: not a directory")
+    soak = _load("soak", soak_path)
+    summary = _load("run_summary", run_dir / "run_summary.json")
+    run_config = _load("run_config", run_config_path or run_dir / "run_config.json")
+    metrics = _load("metrics", metrics_path) if metrics_path is not None else None
+    artifacts = {"soak": str(soak_path), "run_summary": str(run_dir / "run_summary.json"),
+                 "run_config": str(run_config_path or run_dir / "run_config.json"),
+                 "metrics": str(metrics_path) if metrics_path else None}
+    checks = monitor_checks(soak)
+    checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
+    checks += rank_checks(summary, run_config)
+    checks += consistency_checks(soak, summary, run_config, run_dir)
+    if metrics is not None:
+        checks += metrics_checks(metrics, run_dir, run_config)
+    passed = sum(c.passed for c in checks)
+    report = {"schema_version": VALIDATION_SCHEMA_VERSION, "status": "passed" if passed == len(checks) else "failed",
+              "artifacts": artifacts, "passed": passed, "failed": len(checks) - passed,
+              "checks": [c.record() for c in checks]}
+    validate_artifact("validation", report)
+    if html is not None:
+        from soaklab.files.report import write_table
+
+        write_table(report["checks"], html, f"validation of {soak_path}",
+                    f"{report['status']}: {passed} of {len(checks)} checks passed")
+    write_json_atomic(out, report)
+    return report

@@ -1,0 +1,118 @@
+"""A finished run read back for use: its resolved config and one checkpoint's policy
+(`soaklab export`, `soaklab play`).
+
+Everything comes from the run dir (run_config.json, checkpoints/); a missing or foreign file is bad
+input: one line naming it, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from soaklab.contract.sections import RunConfig
+from soaklab.errors import InvalidInput
+from soaklab.files.rundir import RUN_CONFIG
+
+FINAL_CHECKPOINT = "model_final.pt"
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    run_dir: Path
+    record: dict[str, Any]  # run_config.json
+    checkpoint: Path
+    iteration: int
+    agent: Any  # an OffPolicyAgent on the CPU, in eval mode, with the checkpoint's weights
+
+    @property
+    def task(self) -> str:
+        return self.record["task"]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.record["config"]
+
+    @cached_property
+    def run(self) -> RunConfig:
+        """The run's configuration as typed values (checked when the run is loaded)."""
+        return run_of(self.run_dir, self.record)
+
+    @property
+    def playback_clip(self) -> str | None:
+        """The clip playback and export parity roll out: the run's clip, or a motion library's first."""
+        motion = self.run.env.motion
+        return motion[0] if isinstance(motion, tuple) else motion
+
+    def scene(self) -> Path | None:
+        """The scene of the playback clip (a terrain clip's own)."""
+        from soaklab.config.run_config import scene_of
+
+        scene = scene_of(self.record["run"].get("assets"), self.playback_clip)
+        return Path(scene) if scene else None
+
+
+def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
+    """The run in `run_dir` with the weights of `checkpoint` (default: its final checkpoint)."""
+    from soaklab.config.resolve import read_run_config
+    from soaklab.rl.agents import make_agent
+    from soaklab.tasks.spaces import task_spaces
+
+    if not run_dir.is_dir():
+        raise InvalidInput(f"{run_dir}: not a run dir (no such directory)")
+    if not (run_dir / RUN_CONFIG).is_file():
+        raise InvalidInput(f"{run_dir}: not a run dir (no {RUN_CONFIG}); give the dir `soaklab train` wrote")
+    record = read_run_config(run_dir / RUN_CONFIG)
+    path = checkpoint if checkpoint is not None else run_dir / "checkpoints" / FINAL_CHECKPOINT
+    if path.is_dir():
+        raise InvalidInput(f"{path}: is a directory; expected a checkpoint file (checkpoints/{FINAL_CHECKPOINT})")
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such checkpoint; a run writes checkpoints/{FINAL_CHECKPOINT} when it ends")
+    try:
+        # weights_only: a checkpoint is data, never code to run.
+        payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
+        state = payload["agent"]
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        # torch's own message runs to paragraphs; its first line says enough.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None
+    # Weights of the same shapes from another run would load and be exported or played as this
+    # run's: a checkpoint names its run's config hash (those written before it did are taken on trust).
+    theirs = payload.get("config_hash") if isinstance(payload, dict) else None
+    if theirs is not None and theirs != record["config_hash"]:
+        raise InvalidInput(f"{path}: a checkpoint of another run (config {str(theirs)[:19]}), not of {run_dir} "
+                           f"(config {record['config_hash'][:19]}); give one from {run_dir / 'checkpoints'}")
+    spaces = task_spaces(record["task"])
+    run = run_of(run_dir, record)
+    agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, run.algo,
+                       torch.device("cpu"))
+    try:
+        agent.load_state_dict(state)
+    except (RuntimeError, AttributeError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
+        raise InvalidInput(f"{path}: does not fit the {record['algo']}/{record['task']} run in {run_dir} "
+                           f"({first}); a checkpoint from another run or task?") from None
+    for module in agent.modules():
+        module.eval()
+    return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent)
+
+
+def run_of(run_dir: Path, record: dict[str, Any]) -> RunConfig:
+    """A run's record as typed values; a record this build cannot read whole is bad input."""
+    try:
+        return RunConfig.of(record["config"], record["algo"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInput(f"{run_dir / RUN_CONFIG}: its config does not fit this soaklab ({exc}); "
+                           "a run resolved by another version? train it again") from None
+
+
+def describe(trained: TrainedRun) -> str:
+    return json.dumps({"run_dir": str(trained.run_dir), "checkpoint": str(trained.checkpoint),
+                       "iteration": trained.iteration, "algo": trained.record["algo"], "task": trained.task})

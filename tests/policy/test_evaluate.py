@@ -1,0 +1,134 @@
+"""`soaklab evaluate` on a real (short) G1 tracking run on MuJoCo: episodes from the clip's first
+frame with the exported ONNX policy, the figures' ranges and meaning, sim-to-sim on MuJoCo Warp
+(warp's CPU device where there is no GPU), and the refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import one_line
+from tests.policy.test_export import FAST, QUIET, train
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def g1_run(tmp_path_factory, g1_assets) -> Path:
+    run_dir = tmp_path_factory.mktemp("g1") / "run"
+    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac",
+                           "--task", "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest",
+                           str(g1_assets.manifest_path), *FAST, *QUIET, f"training.log_dir={run_dir}"],
+                          env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return run_dir
+
+
+def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run):
+    before = digest(g1_run)
+    out = tmp_path / "evaluation.json"
+    page = tmp_path / "evaluation.html"
+    result = cli("evaluate", g1_run, "--episodes", "6", "--out", out, "--html", page)
+    assert result.code == 0, result.err
+    record = json.loads(out.read_text())
+    assert record["sim"] == record["trained_on"] == "mujoco" and record["sim_to_sim"] is False
+    assert record["policy"] == "onnx" and record["run"]["config_hash"]
+    # The ONNX file acts; torch, beside it on the same observations, agrees within export's bound.
+    assert record["torch_cross_check"]["max_abs_action_diff"] <= 1e-5
+    (clip, figures), = record["clips"].items()
+    assert clip == "largebox" and figures["episodes"] == 6 and figures["steps"] >= 1
+    assert 0.0 <= figures["success_rate"] <= 1.0 and 0.0 < figures["tracked_fraction"] <= 1.0
+    for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
+        assert 0.0 < figures[name] < 5.0, (name, figures[name])
+    assert "evaluate: largebox on mujoco: 6 episodes from the first frame" in result.out
+    assert "largebox" in page.read_text() and "first frame on mujoco" in page.read_text()
+    assert digest(g1_run) == before  # evaluation never writes into the run's evidence
+
+
+def test_the_evaluation_path_starts_at_frame_zero_and_never_resets(make_g1):
+    """The env's evaluation path on its own: every env starts at the clip's first frame (within the
+    reset noise), and a step without reset advances the reference by the clip's rate, also past a
+    termination."""
+    env = make_g1(4)
+    obs = env.start_at_first_frame()
+    assert obs.shape == (4, env.spaces.actor_obs) and env.frame.tolist() == [0, 0, 0, 0]
+    for step in range(1, 4):
+        _, _, frame, terminated, _ = env.step_without_reset(torch.zeros(4, env.spaces.action))
+        assert frame.tolist() == [int(step * env.frames_per_step + 0.5)] * 4 and terminated.dtype == torch.bool
+    assert env.episode_step.tolist() == [3, 3, 3, 3] and env.start_frame.tolist() == [0, 0, 0, 0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mujoco_warp") is None,
+                    reason="mujoco_warp is not installed (the warp extra)")
+def test_sim_to_sim_on_mujoco_warp_judges_the_same_episodes(cli, tmp_path, g1_run):
+    """The MuJoCo-trained policy judged on MuJoCo Warp: the same episodes from the same first frame
+    on float32 physics (on warp's CPU device here when there is no GPU), so the same figures within
+    float32's reach; the record says it is sim-to-sim and where the sim stepped."""
+    before = digest(g1_run)
+    records = {}
+    for sim in ("mujoco", "mjwarp"):
+        out = tmp_path / f"evaluation-{sim}.json"
+        result = cli("evaluate", g1_run, "--sim", sim, "--episodes", "4", "--out", out)
+        assert result.code == 0, result.err
+        records[sim] = json.loads(out.read_text())
+    warp, cpu = records["mjwarp"], records["mujoco"]
+    assert warp["sim"] == "mjwarp" and warp["trained_on"] == "mujoco" and warp["sim_to_sim"] is True
+    assert warp["device"] == ("cuda" if torch.cuda.is_available() else "cpu") and cpu["device"] == "cpu"
+    assert cpu["sim_to_sim"] is False and warp["policy"] == "onnx"
+    a, b = warp["clips"]["largebox"], cpu["clips"]["largebox"]
+    assert a["episodes"] == b["episodes"] == 4
+    # A step of the clip is 1/325 of it; float32 against float64 may move an early end by one.
+    assert abs(a["tracked_fraction"] - b["tracked_fraction"]) <= 0.02, (a, b)
+    for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
+        assert 0.0 < a[name] < 5.0 and abs(a[name] - b[name]) <= 0.01, (name, a[name], b[name])
+    assert digest(g1_run) == before
+
+
+def test_evaluate_refuses_bad_requests_in_one_line(cli, tmp_path, g1_run):
+    cartpole = train(tmp_path / "cartpole", "sac", "cartpole_swingup")
+    cases = [
+        (("evaluate", cartpole, "--out", tmp_path / "e.json"), "only g1_motion_tracking runs can be evaluated"),
+        (("evaluate", g1_run, "--episodes", "0", "--out", tmp_path / "e.json"), "--episodes 0: must be in [1, 16384]"),
+        (("evaluate", g1_run, "--episodes", "100000", "--out", tmp_path / "e.json"), "--episodes 100000: must be in"),
+        (("evaluate", g1_run, "--out", g1_run / "evaluation.json"), "is inside the input RUN_DIR"),
+        (("evaluate", g1_run, "--out", tmp_path / "e.json", "--html", g1_run / ".." / g1_run.name / "e.html"),
+         "is inside the input RUN_DIR"),
+        (("evaluate", tmp_path / "nothing", "--out", tmp_path / "e.json"), "not a run dir"),
+    ]
+    if importlib.util.find_spec("mujoco_warp") is None:
+        cases.append((("evaluate", g1_run, "--sim", "mjwarp", "--out", tmp_path / "e.json"),
+                      "--sim mjwarp: mujoco_warp is not installed"))
+    for args, words in cases:
+        result = cli(*args)
+        assert result.code == 2 and words in one_line(result.err), (args, result.err)
+        assert not (tmp_path / "e.json").exists() and not (g1_run / "evaluation.json").exists()
+
+
+
+def test_the_error_definitions_on_a_known_offset(make_g1):
+    """The robot exactly on the reference: zero errors. Shifted as a whole by 0.1 m: MPKPE 0.1 m,
+    root-relative MPKPE 0 (a translation moves the root too), joints untouched."""
+    from soaklab.policy.evaluate import body_errors
+
+    env = make_g1(3)
+    env.start_at_first_frame()
+    ref = env._reference(env.frame)
+    robot = {"pos": ref["pos"].clone(), "joint_pos": ref["joint_pos"].clone()}
+    for value in body_errors(env, robot, ref):
+        assert torch.allclose(value, torch.zeros(3))
+    robot["pos"] = robot["pos"] + torch.tensor([0.1, 0.0, 0.0])
+    mpkpe, relative, joint = body_errors(env, robot, ref)
+    assert torch.allclose(mpkpe, torch.full((3,), 0.1)) and torch.allclose(relative, torch.zeros(3), atol=1e-6)
+    assert torch.allclose(joint, torch.zeros(3))
