@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -n auto --dist loadscope  # a worker per core: each test owns its files and processes
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests
 	bash scripts/lint-workflow.sh $(VENV)
 
 clean-results:

@@ -28,7 +28,7 @@ python3 -m snakemake soak --cores 1 --configfile "${overlays[@]}" >"$out/snakema
 status=$?
 tail -3 "$out/snakemake.log"
 python3 -m soaklab mps stop
-python3 benchmarks/gpu_phases.py "results/$run/train" --out "$out/phases.json" --steady-from 2000 \
+python3 -m soaklab.bench.gpu_phases "results/$run/train" --out "$out/phases.json" --steady-from 2000 \
   --curve-out "$out/reward_curve.json" >"$out/phases.log" 2>&1 || status=1
 # Everything but the checkpoints and the bulky series (the event file, metrics.csv).
 tar -czf "$out/soak-evidence.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \

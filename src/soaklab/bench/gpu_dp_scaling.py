@@ -4,9 +4,10 @@
 Both come from the same visit (config/gpu-xN.yaml runs the two soaks back to back). For the
 steady-state aggregate env-steps/s and learner samples/s: the ratio to one GPU and the scaling
 efficiency (ratio / N), checked against the target at N (0.9 at two, 0.8 at four; reported only at
-other counts). --allreduce adds benchmarks/gpu_allreduce.py's all-reduce time per update at N.
+other counts). --allreduce adds src/soaklab/bench/gpu_allreduce.py's all-reduce time per update at N.
 
-    .venv/bin/python benchmarks/gpu_dp_scaling.py PHASES_XN.json PHASES_X1.json [--allreduce A.json] --out scaling.json
+    .venv/bin/python -m soaklab.bench.gpu_dp_scaling PHASES_XN.json PHASES_X1.json \
+        [--allreduce A.json] --out scaling.json
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main() -> int:
     parser.add_argument("single", type=Path, help="gpu_phases.py JSON of the one-GPU run")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--machine", default="nvidia-h200-x2 (2 x NVIDIA H200)")
-    parser.add_argument("--allreduce", type=Path, help="benchmarks/gpu_allreduce.py JSON of the same visit")
+    parser.add_argument("--allreduce", type=Path, help="src/soaklab/bench/gpu_allreduce.py JSON of the same visit")
     args = parser.parse_args()
     many, one = (json.loads(p.read_text()) for p in (args.parallel, args.single))
     if one["ranks"] != 1 or many["ranks"] < 2:

@@ -6,11 +6,12 @@ should run on the machine meanwhile), then copies the soak JSON, metrics JSON an
 plot and the validation report, and writes summary.json: command, machine,
 duration, median throughput and the leak verdict's trends.
 
-    .venv/bin/python benchmarks/cpu_soak.py
+    .venv/bin/python -m soaklab.bench.cpu_soak
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -29,6 +30,8 @@ OUT = Path("benchmarks/cpu/soak-30min")
 
 
 def main() -> int:
+    # No options: the soak is the one config/cpu-30min.yaml names; --help must not start it.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     cmd = [sys.executable, "-m", "snakemake", "soak", "--cores", "1", "--configfile", CONFIG]
     print("$", " ".join(cmd[1:]), flush=True)
     started = time.time()
