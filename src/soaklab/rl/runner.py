@@ -12,17 +12,13 @@ logs, checkpoints and writes the summary, the others report their end to it.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import io
-import json
 import multiprocessing as mp
 import os
 import random
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,26 +32,29 @@ from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import usable_cores
-from soaklab.host.lifetime import end_process, leave
+from soaklab.host.lifetime import leave
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.cancel import Cancellation, Cancelled
 from soaklab.rl.channels import C, PeerDied, make_channels, wait
-from soaklab.rl.collector import CollectorSpec, collector_main
-from soaklab.rl.dp import DataParallel, RendezvousAborted
+from soaklab.rl.collector import CollectorSpec
+from soaklab.rl.collector_process import (
+    NO_COLLECTOR,
+    CollectorProcess,
+    diagnostics_path,
+    read_backend_diagnostics,
+    stop_collector,
+)
+from soaklab.rl.dp import RendezvousAborted
 from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
-from soaklab.rl.ranks import RankContext, RankGone, RankWatch, collect_reports, end_peers
+from soaklab.rl.rank_group import RankGroup, collect_peers, first_failure
+from soaklab.rl.ranks import RankContext, RankGone
 from soaklab.rl.replay import ReplayRing
 from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, build_summary, validate_summary
+from soaklab.rl.schedule import UPDATE_LAG_VECTORS, UpdateSchedule
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
-
-JOIN_TIMEOUT_S = 5.0
-RANK_REPORT_TIMEOUT_S = 60.0  # each rank's own shutdown: collector join, shared memory, CUDA IPC
-READY_TIMEOUT_S = 900.0
-# Update round `it` trains on transitions up to vector step `it - UPDATE_LAG_VECTORS` (see _loop).
-UPDATE_LAG_VECTORS = 1  # the first compile of the task terms can take minutes on a cold cache
 
 
 @dataclass
@@ -114,21 +113,19 @@ class Learner:
         self.device = torch.device(resolved.devices.learner)
         fault = fault_from_env()
         self.fault: Fault | None = fault if fault is not None and fault.rank == self.rank_index else None
-        self.dp: DataParallel | None = None
-        self.watch: RankWatch | None = None
-        self.shutting_down = False
-        self.rank_records: list[dict[str, Any]] | None = None  # every rank's device and GPU (rank 0)
+        self.group: RankGroup | None = None  # the data-parallel group, once joined
         self.peer_reports: list[dict[str, Any] | None] | None = None  # how ranks 1..N-1 ended (rank 0)
+        self.shutting_down = False
         algo = self.cfg.algo
         self.max_iterations = algo.max_iterations
-        self.learning_starts = algo.learning_starts
         self.save_interval = algo.save_interval
         self.shutdown = Shutdown()
         self.cancellation = Cancellation()
         self.iteration = 0
         self.env_steps = 0
         self.start_time = time.monotonic()
-        self.collector: mp.process.BaseProcess | None = None
+        self.collector: CollectorProcess | None = None
+        self.diagnostics_path = diagnostics_path(run_dir, self.rank_index)
         self.arrays = None
         self.handles = None
         self.logger: RunLogger | SilentLogger | None = None
@@ -163,7 +160,7 @@ class Learner:
         return summary
 
     def _failed(self, classification: str, owner: str, exc: BaseException) -> None:
-        if classification == "learner_failure" and self.collector is not None and not self.collector.is_alive():
+        if classification == "learner_failure" and self.collector is not None and not self.collector.alive():
             classification, owner = "collector_failure", "collector"
         self.shutdown.classification = classification
         self.shutdown.owner = owner
@@ -178,8 +175,10 @@ class Learner:
             shutdown=self.shutdown.record(), iteration=self.iteration, env_steps=self.env_steps,
             final_fps=self.final_fps, wall_time_s=time.monotonic() - self.start_time,
             backend_diagnostics=self.backend_diagnostics, learner_diagnostics=self.learner_diagnostics,
-            cuda_process_sharing=self.cuda_process_sharing, rank_records=self.rank_records,
-            peer_reports=self.peer_reports, dp_warmed_up=bool(self.dp is not None and self.dp.warmed_up))
+            cuda_process_sharing=self.cuda_process_sharing,
+            rank_records=self.group.records if self.group is not None else None,
+            peer_reports=self.peer_reports,
+            dp_warmed_up=bool(self.group is not None and self.group.dp.warmed_up))
 
     def _run(self) -> None:
         seed_everything(self.cfg.algo.seed)
@@ -195,7 +194,8 @@ class Learner:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if self.rank is not None:
-            self._join_ranks()
+            self.shutdown.phase = "rendezvous"
+            self.group = RankGroup.join(self.rank, self.run_dir, self.device, carrier, self._stuck)
         # A cuda carrier: the learner allocates the ring and ingress slots on the GPU and shares them.
         cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
@@ -208,8 +208,8 @@ class Learner:
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.cfg.algo, self.device)
-        if self.dp is not None:
-            self.agent.join(self.dp)
+        if self.group is not None:
+            self.agent.join(self.group.dp)
         algo = self.cfg.algo
         self.replay = ReplayRing(algo.replay_buffer_size, layout.row_width, layout.row_slices(), self.device,
                                  seed=(algo.seed + 1) % (MAX_SEED + 1), stride=s.num_envs,
@@ -224,32 +224,17 @@ class Learner:
             scene=self.resolved.scene, vector_steps=self.max_iterations,
             metrics_interval=s.collector_metrics_interval, metric_names=self.metric_names,
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault,
-            diagnostics_path=str(self._diagnostics_path()),
+            diagnostics_path=str(self.diagnostics_path),
         )
         self.shutdown.phase = "spawn"
-        self.collector = ctx.Process(target=collector_main, args=(spec,), name="soaklab-collector", daemon=False)
-        mps = self.resolved.mps
-        with mps.collector_environment() if mps is not None else contextlib.nullcontext():
-            self.collector.start()
-        self._wait_ready()
+        self.collector = CollectorProcess(ctx, spec)
+        self.collector.start(self.resolved.mps)
+        # Nothing is written meanwhile: progress.json appears only once the training loop can run, so
+        # a watcher tells start-up (no progress.json yet) from training (progress.json rewritten).
+        self.collector.wait_ready(self.arrays["control"], self._alive, self._check_ranks)
+        self.logger.progress(0, 0, force=True)
         self.shutdown.phase = "training"
         self._loop()
-
-    def _join_ranks(self) -> None:
-        """Join the group (FileStore rendezvous in the run dir), start watching the other ranks, and
-        share each rank's placement with rank 0 (for the manifest)."""
-        assert self.rank is not None
-        self.shutdown.phase = "rendezvous"
-        self.dp = DataParallel.join(self.run_dir, self.rank_index, self.world_size, self.rank.backend,
-                                    self.rank.gone)
-        self.watch = RankWatch(self.rank, self.dp, self._stuck)
-        on_cuda = self.device.type == "cuda"
-        record = {"rank": self.rank_index, "pid": os.getpid(),
-                  "collector_backend_device": self.resolved.devices.carrier,
-                  "gpu_uuid": str(torch.cuda.get_device_properties(self.device).uuid) if on_cuda else None,
-                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") if on_cuda else None,
-                  "cpu_ids": list(self.rank.cpu_ids) if self.rank.cpu_ids is not None else None}
-        self.rank_records = self.dp.gather_records(record)
 
     def _stuck(self, reason: str) -> None:
         """The watch thread's last resort: the training thread has not noticed the other ranks' end
@@ -264,13 +249,6 @@ class Learner:
         elif self.rank is not None and self.rank.report is not None:
             self.rank.report.send(result)
         leave(1)
-
-    def _diagnostics_path(self) -> Path:
-        """Rank 0's collector writes backend_diagnostics.json into the run dir; another rank's goes
-        to a temp file its learner reads into its report and removes (ranks > 0 write no run files)."""
-        if self.is_main:
-            return self.run_dir / "backend_diagnostics.json"
-        return Path(tempfile.gettempdir()) / f"soaklab-rank{self.rank_index}-{os.getpid()}-backend.json"
 
     def _process_sharing_evidence(self) -> dict[str, Any] | None:
         """With mps requested, prove (now that the learner's CUDA context exists) that it runs through the
@@ -287,27 +265,11 @@ class Learner:
     def _alive(self) -> bool:
         """Polled by every wait on the collector: also the learner's safe point for a cancellation."""
         self.cancellation.check()
-        return self.collector is not None and self.collector.is_alive()
-
-    def _wait_ready(self) -> None:
-        """Wait for the collector's first observations. Nothing is written meanwhile: progress.json
-        appears only once the training loop can run, so a watcher tells start-up (no progress.json
-        yet) from training (progress.json rewritten by the loop)."""
-        ctl = self.arrays["control"]
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ctl[C.READY]:
-            if not self._alive():
-                raise PeerDied("collector exited during startup")
-            if self.watch is not None:
-                self.watch.check()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"collector not ready after {READY_TIMEOUT_S:.0f}s")
-            time.sleep(0.05)
-        self.logger.progress(0, 0, force=True)
+        return self.collector is not None and self.collector.alive()
 
     def _check_ranks(self) -> None:
-        if self.watch is not None:
-            self.watch.check()
+        if self.group is not None:
+            self.group.check()
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -324,12 +286,11 @@ class Learner:
         slices = layout.row_slices()
         chunks = layout.chunks_per_vector
         vector = torch.zeros(layout.num_envs, layout.row_width, device=self.device)
-        updates_per_step = self.settings.updates_per_step
+        schedule = UpdateSchedule.of(self.cfg.algo.learning_starts, self.settings.updates_per_step,
+                                     self.replay.n_step, self.agent.warmup_actions, self.hold_updates)
         self.agent.bind(self.replay, self.settings.batch_size)
         self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
                                     self.agent.diag_names, self.device)
-        # Round `it` reads vectors up to it - lag, and an n-step window needs n of them.
-        first_update = max(self.learning_starts, UPDATE_LAG_VECTORS + self.replay.n_step - 1)
         update_count = 0
         last_counters = ctl.copy()
         mark = time.perf_counter()
@@ -343,7 +304,7 @@ class Learner:
                 wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
                 obs = transport.obs(g, b - a, self.device)  # on CUDA: the stream waits for the collector
                 with self.timer.span("inference"):
-                    if it < self.learning_starts and not self.hold_updates and self.agent.warmup_actions == "uniform":
+                    if schedule.random_actions(it):
                         actions = self.agent.random_actions(b - a)
                     else:
                         actions = self.agent.act(obs, slice(a, b), explore=True)
@@ -351,11 +312,12 @@ class Learner:
                 ctl[C.TICKS_ANSWERED] += 1
                 h.act_ready[g].release()
             # Update round `it` (transitions up to vector step it - 1), while the envs step.
-            updated = it >= first_update and not self.hold_updates
+            updates = schedule.updates(it)
+            updated = updates > 0
             update_rows = self.replay.size if updated else 0  # what this round samples from
             if updated:
                 with self.timer.span("update"):
-                    for _ in range(updates_per_step):
+                    for _ in range(updates):
                         self.agent.update(update_count)
                         update_count += 1
             # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
@@ -401,10 +363,10 @@ class Learner:
         several ranks, each iteration's scalars are first combined over the ranks in one collective
         (every rank flushes at the same iterations); a failed run's last rows stay rank 0's own."""
         rows = self.device_log.drain(self.stats)
-        if self.dp is not None and across_ranks and rows:
+        if self.group is not None and across_ranks and rows:
             keys = sorted(set().union(*(values for _, _, values in rows))
                           | {diagnostic_tag(name) for name in self.agent.diag_names})
-            merged = self.dp.reduce_rows([values for _, _, values in rows], keys, SUMMED_OVER_RANKS, self.device)
+            merged = self.group.dp.reduce_rows([values for _, _, values in rows], keys, SUMMED_OVER_RANKS, self.device)
             rows = [(it, walltime, values) for (it, walltime, _), values in zip(rows, merged, strict=True)]
         for it, walltime, values in rows:
             self.logger.scalars(values, it, walltime)
@@ -484,15 +446,8 @@ class Learner:
             return None
 
     def _stop_collector(self) -> None:
-        proc = self.collector
-        if self.arrays is not None and self.arrays.arrays:
-            self.arrays["control"][C.STOP] = 1
-        if self.handles is not None:  # wake every wait of the collector
-            for sem in self.handles.act_ready:
-                sem.release()
-            self.handles.ingress_free.release()
-        if proc is not None:
-            end_process(proc, JOIN_TIMEOUT_S)
+        control = self.arrays["control"] if self.arrays is not None and self.arrays.arrays else None
+        stop_collector(control, self.handles, self.collector)
 
     def _close_transport(self) -> None:
         """The collector is gone: drop the learner's references to the CUDA ring too, so CUDA IPC
@@ -505,22 +460,15 @@ class Learner:
             gc.collect()
             torch.cuda.ipc_collect()
 
-    def _collector_record(self) -> dict[str, Any]:
-        proc = self.collector
-        if proc is None:
-            return {"pid": None, "alive": False, "exitcode": None, "signal": None}
-        code = proc.exitcode
-        sig = signal.Signals(-code).name if code is not None and code < 0 else None
-        return {"pid": proc.pid, "alive": proc.is_alive(), "exitcode": code, "signal": sig}
-
     def _shutdown(self) -> dict[str, Any]:
         self.shutting_down = True
         self.shutdown.iteration = self.iteration
         self.shutdown.cancellation = self.cancellation.record()
         self._step("stop collector", self._stop_collector)
-        self.shutdown.collector = self._collector_record()
+        self.shutdown.collector = self.collector.record() if self.collector is not None else dict(NO_COLLECTOR)
         counters = self.arrays["control"].copy() if self.arrays is not None and self.arrays.arrays else None
-        self.backend_diagnostics = self._step("backend diagnostics", self._read_backend_diagnostics)
+        self.backend_diagnostics = self._step("backend diagnostics", lambda: read_backend_diagnostics(
+            self.diagnostics_path, self.resolved.composed.sim, keep_file=self.is_main))
         if self.transport is not None:
             self._step("close transport", self._close_transport)
         if self.arrays is not None:
@@ -555,46 +503,17 @@ class Learner:
         return summary
 
     def _leave_ranks(self, completed: bool) -> None:
-        """Stop watching, leave the process group (aborted when the run failed: a peer may still wait
-        in a collective), and on rank 0 wait for every rank's report, then adopt the failure of the
-        rank that ended the run."""
+        """Leave the group (if it was joined); rank 0 then collects every rank's report and adopts the
+        failure of the rank that ended the run."""
         assert self.rank is not None
-        if self.watch is not None:
-            self.watch.close()
-        if self.dp is not None:
-            if not completed and self.dp.backend == "nccl":
-                self.dp.abort()
-            else:
-                self.dp.close()
+        if self.group is not None:
+            self.group.leave(completed)
         if not self.is_main:
             return
-        (self.run_dir / ".dp-rendezvous").unlink(missing_ok=True)
-        self.peer_reports = collect_reports(self.rank, RANK_REPORT_TIMEOUT_S)
-        end_peers(self.rank, JOIN_TIMEOUT_S)
-        self._adopt_rank_failure()
-
-    def _adopt_rank_failure(self) -> None:
-        """Rank 0 failing because another rank went away (a collective broke, the watch fired) is not
-        the cause: the first rank that failed on its own is, and its classification is the run's."""
-        assert self.peer_reports is not None and self.rank is not None
-        own = self.shutdown.classification
-        if own not in ("normal_completion", "learner_failure", "unknown_failure"):
-            return
-        for r, (report, proc) in enumerate(zip(self.peer_reports, self.rank.peers, strict=True), start=1):
-            if report is None:
-                classification, owner = "learner_failure", f"rank {r} learner"
-                exception = {"type": "RankDied", "message": f"rank {r} exited without a report (code {proc.exitcode})"}
-            else:
-                shutdown = report["shutdown"]
-                if shutdown["classification"] in ("normal_completion", "external_cancellation"):
-                    continue
-                classification, owner = shutdown["classification"], f"rank {r} {shutdown['owner']}"
-                exception = shutdown["exception"]
-            self.shutdown.classification, self.shutdown.owner, self.shutdown.exception = (
-                classification, owner, exception)
-            print(f"train: error: {classification}: {owner}: {exception['type'] if exception else ''}: "
-                  f"{exception['message'] if exception else ''}", file=sys.stderr, flush=True)
-            return
+        self.peer_reports = collect_peers(self.rank, self.run_dir)
+        failure = first_failure(self.peer_reports, self.rank.peers, self.shutdown.classification)
+        if failure is not None:
+            self.shutdown.classification, self.shutdown.owner, self.shutdown.exception = failure
 
     def _learner_diagnostics(self) -> dict[str, Any]:
         return {"cuda_graph": self.agent.capture_diagnostics(),
@@ -602,13 +521,3 @@ class Learner:
                              "log_interval_iterations": self.settings.collector_metrics_interval,
                              "n_step": {"requested": self.replay.n_step_requested,
                                         "effective": self.replay.n_step}}}
-
-    def _read_backend_diagnostics(self) -> dict[str, Any]:
-        path = self._diagnostics_path()
-        if path.is_file():
-            diagnostics = json.loads(path.read_text())
-            if not self.is_main:
-                path.unlink()
-            return diagnostics
-        return {"available": False, "backend_type": self.resolved.composed.sim,
-                "unavailable_reason": "the collector exited before reporting its backend"}
