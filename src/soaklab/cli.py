@@ -56,7 +56,9 @@ def cmd_mps_ensure(args: argparse.Namespace) -> int:
         if args.cuda_process_sharing is not None:
             raise InvalidInput("--run-config: takes training.cuda_process_sharing from the file; "
                                "drop --cuda-process-sharing")
-        sharing = read_run_config(args.run_config)["config"]["training"]["cuda_process_sharing"]
+        from soaklab.config.run_config import recorded_run
+
+        sharing = recorded_run(args.run_config, read_run_config(args.run_config)).training.cuda_process_sharing
     else:
         try:
             sharing = yaml.safe_load(args.cuda_process_sharing or "null")

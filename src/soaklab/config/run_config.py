@@ -309,3 +309,13 @@ def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:
     validate_artifact("run_config", record)
     write_json_atomic(out, record)
     return record
+
+
+def recorded_run(source: Path | str, record: dict[str, Any]) -> RunConfig:
+    """A recorded run_config.json's config as typed values (`source`: where it was read, for the
+    error); a record this build cannot read whole is bad input, named in one line."""
+    try:
+        return RunConfig.of(record["config"], record["algo"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInput(f"{source}: its config does not fit this soaklab ({exc}); "
+                           "a run resolved by another version? train it again") from None

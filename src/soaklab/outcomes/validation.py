@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from soaklab.config.run_config import config_hash
+from soaklab.config.run_config import config_hash, recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.extract import REQUIRED_TAGS
@@ -68,7 +68,8 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
                  "run_config": str(run_config_path or run_dir / "run_config.json"),
                  "metrics": str(metrics_path) if metrics_path else None}
     checks = monitor_checks(soak)
-    checks += run_summary_checks(summary, int(run_config["config"]["algo"]["num_envs"]))
+    run = recorded_run(run_config_path or run_dir / "run_config.json", run_config)
+    checks += run_summary_checks(summary, run.algo.num_envs)
     checks += rank_checks(summary, run_config)
     checks += consistency_checks(soak, summary, run_config, run_dir)
     if metrics is not None:

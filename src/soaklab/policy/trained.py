@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from soaklab.config.run_config import recorded_run
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.files.rundir import RUN_CONFIG
@@ -106,11 +107,7 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
 
 def run_of(run_dir: Path, record: dict[str, Any]) -> RunConfig:
     """A run's record as typed values; a record this build cannot read whole is bad input."""
-    try:
-        return RunConfig.of(record["config"], record["algo"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidInput(f"{run_dir / RUN_CONFIG}: its config does not fit this soaklab ({exc}); "
-                           "a run resolved by another version? train it again") from None
+    return recorded_run(run_dir / RUN_CONFIG, record)
 
 
 def describe(trained: TrainedRun) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.tags import ACCUMULATED_TAGS
@@ -145,9 +146,8 @@ def take(record: Record, run: RecordRun, results: Path) -> dict[str, Any]:
     run_config = _read_json(base / "run_config.json")
     train = base / "train"
     frame, _identity = read_events(event_file(train))
-    config = run_config["config"]
     ranks = (((run_config.get("run") or {}).get("data_parallel") or {}).get("ranks") or {}).get("resolved") or 1
-    per_iteration = int(config["algo"]["num_envs"]) * int(ranks)
+    per_iteration = recorded_run(base / "run_config.json", run_config).algo.num_envs * int(ranks)
     figures = {f.key: figure_value(frame, f, per_iteration)
                for f in (*record.figures, *(t.figure for t in record.thresholds))}
     verdict = (soak.get("resource_summary") or {}).get("leak_verdict") or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from soaklab.config.run_config import recorded_run
 from soaklab.contract.layout import chunks_per_vector
 
 
@@ -69,16 +70,16 @@ def rank_checks(summary: dict[str, Any], run_config: dict[str, Any]) -> list[Che
         return []
     dp = summary["runtime_manifest"].get("data_parallel") or {"ranks": [], "dp_sync": {}}
     ranks = dp["ranks"]
-    algo = run_config["config"]["algo"]
+    algo = recorded_run("run_config.json", run_config).algo
     checks = [
         Check("data parallel: ranks in the manifest", list(range(world)), [r["rank"] for r in ranks]),
         Check("data parallel: every rank reported its end", [True] * world, [r["reported"] for r in ranks]),
         Check("data parallel: every rank ended normally", ["normal_completion"] * world,
               [r["classification"] for r in ranks]),
-        Check("data parallel: every rank ran every iteration", [algo["max_iterations"]] * world,
+        Check("data parallel: every rank ran every iteration", [algo.max_iterations] * world,
               [r["iteration"] for r in ranks]),
         Check("data parallel: total env steps = ranks x iterations x num_envs",
-              world * algo["max_iterations"] * algo["num_envs"], summary["total_env_steps"]),
+              world * algo.max_iterations * algo.num_envs, summary["total_env_steps"]),
     ]
     if plan.get("backend") == "nccl":
         uuids = [r["gpu_uuid"] for r in ranks]
