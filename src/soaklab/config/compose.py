@@ -5,7 +5,7 @@ Layers, lowest first:
   defaults/<algo>/config.yaml             algorithm defaults (may define its own algo.* keys)
   defaults/_shared/task/<task>.yaml       the task's parameters (defines task.*)
   defaults/<algo>/task/<task>/base.yaml   <- <sim>.yaml chain, via `inherits:` (sets keys only)
-  KEY=VALUE overrides                 (sets keys only; checked raw before merging)
+  KEY=VALUE overrides                 (sets keys only; never coerced: the contract checks the result)
 
 After the key-defining layers the config is put in struct mode, so an owner
 file or override naming a key that does not exist fails closed.

@@ -16,7 +16,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS, STR_OR_LIST_KEYS
-from soaklab.contract.contract import CONTRACT_KEYS, check_contract_value, check_exact_int, is_exact_int
+from soaklab.contract.contract import CONTRACT_KEYS, check_exact_int, is_exact_int
 from soaklab.errors import InvalidInput, SettingError
 
 
@@ -92,21 +92,16 @@ def check_value_kind(key: str, value: Any, default: Any) -> None:
 
 
 def apply_overrides(cfg: DictConfig, overrides: list[Override], known: list[str]) -> None:
-    """Check every override raw against the contract and the key's kind, then merge it."""
+    """Check every override's key, and the kind of each value the contract does not own, then merge
+    it. A contract key's value is checked once, by the contract, on the composed config
+    (soaklab.contract.contract.resolve_runtime_settings), whether an override or an owner file set it."""
     for o in overrides:
         if o.key in DERIVED_KEYS:
             raise SettingError(o.key, o.value, DERIVED_KEYS[o.key])
         if o.key not in known:
             raise InvalidInput(f"{o.key}: unknown configuration key{suggest(o.key, known)}")
-    # algo.num_envs bounds replay_ingress_slot_rows, so it is settled first.
-    num_envs_override = next((o for o in overrides if o.key == "algo.num_envs"), None)
-    if num_envs_override is not None:
-        check_contract_value("algo.num_envs", num_envs_override.value, None)
-    num_envs = num_envs_override.value if num_envs_override else OmegaConf.select(cfg, "algo.num_envs")
     for o in overrides:
-        if o.key in CONTRACT_KEYS:
-            check_contract_value(o.key, o.value, num_envs if is_exact_int(num_envs) else None)
-        else:
+        if o.key not in CONTRACT_KEYS:
             default = OmegaConf.select(cfg, o.key)
             if isinstance(default, (DictConfig, ListConfig)):
                 default = OmegaConf.to_container(default)

@@ -120,7 +120,7 @@ def play(trained: TrainedRun, out: Path, seconds: float, envs: int) -> dict[str,
         raise InvalidInput(f"--seconds {seconds}: must be > 0")
     if envs < 1:
         raise InvalidInput(f"--envs {envs}: must be >= 1")
-    ctrl_dt = float(trained.config["task"]["ctrl_dt"])
+    ctrl_dt = float(trained.run.task["ctrl_dt"])
     steps = max(1, round(seconds / ctrl_dt))
     fps = round(1.0 / ctrl_dt)
     tmp = out.with_name(out.stem + ".tmp.mp4")
