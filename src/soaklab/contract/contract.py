@@ -81,22 +81,12 @@ def check_cuda_process_sharing(value: Any) -> str | None:
     raise SettingError("training.cuda_process_sharing", value, "must be null or the string 'mps'")
 
 
-def check_contract_value(key: str, value: Any, num_envs: int | None) -> None:
-    """Check one raw (override) value against the contract; unknown keys pass through.
-
-    ``num_envs`` is the effective algo.num_envs when known, so slot rows can be
-    bounded; when it is not yet known the upper bound is checked later.
-    """
-    if key in EXACT_INT_ALGO_KEYS:
-        check_exact_int(key, value)
-    elif key == "training.cuda_process_sharing":
-        check_cuda_process_sharing(value)
-    elif key in KNOBS_BY_KEY:
-        knob = KNOBS_BY_KEY[key]
-        if value is None and knob.nullable:
-            return
-        hi = knob.maximum if knob.maximum is not None else num_envs
-        check_exact_int(key, value, knob.minimum, hi, expected=knob.range_text(num_envs))
+def check_knob(knob: RuntimeKnob, value: Any, num_envs: int) -> None:
+    """One runtime knob's configured value: null where it may be, else an exact int in its range."""
+    if value is None and knob.nullable:
+        return
+    hi = knob.maximum if knob.maximum is not None else num_envs
+    check_exact_int(knob.key, value, knob.minimum, hi, expected=knob.range_text(num_envs))
 
 
 @dataclass(frozen=True)
@@ -149,7 +139,7 @@ def resolve_runtime_settings(config: Mapping[str, Any]) -> RuntimeSettings:
     limits: dict[str, RuntimeLimit] = {}
     for knob in KNOBS:
         configured = lookup(config, knob.key)
-        check_contract_value(knob.key, configured, num_envs)
+        check_knob(knob, configured, num_envs)
         value = num_envs if configured is None else configured
         effective[knob.key] = value
         limits[knob.key] = RuntimeLimit(configured, knob.default, value, knob.bound(num_envs))
