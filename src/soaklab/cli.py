@@ -457,13 +457,9 @@ def _overrides(parser: argparse.ArgumentParser) -> None:
                         help="config overrides, VALUE a YAML scalar (docs/settings-contract.md)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from soaklab import __version__
+def add_setup_commands(sub: Any) -> None:
+    """Assets, config and mps: what a run needs before it starts."""
     from soaklab.assets.clips import CLIP_CHOICES, DEFAULT_CLIP, SYNTHETIC
-
-    parser = Parser(prog="soaklab", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     assets = sub.add_parser("assets", help="robot model and motion clip").add_subparsers(
         dest="action", required=True, metavar="ACTION")
@@ -515,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--gpus", help="visible index, GPU UUID or all")
     doctor.set_defaults(func=cmd_mps_doctor)
 
+
+def add_run_commands(sub: Any) -> None:
+    """Train and soak: a run, alone or under the soak monitor."""
     train = sub.add_parser("train", help="run the learner and its collector")
     train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve` (loaded)")
     _owner(train, required=False)
@@ -544,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--evidence-dir", type=Path, help="also copy the evidence here (kept when a DAG job fails)")
     soak.set_defaults(func=cmd_soak)
 
+
+def add_evidence_commands(sub: Any) -> None:
+    """Metrics and validate: a run's evidence read back and checked."""
     metrics = sub.add_parser("metrics", help="last-N metric windows, CSV and plot from a run's event file")
     metrics.add_argument("run_dir", type=Path, help="the run dir holding one event file and run_summary.json")
     metrics.add_argument("--last", type=int, default=20, help="windows (logged iterations) to average")
@@ -564,6 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--html", type=Path, help="the checks as an HTML table (for the Snakemake report)")
     validate.set_defaults(func=cmd_validate)
 
+
+def add_policy_commands(sub: Any) -> None:
+    """Export, play and evaluate: a trained policy put to use."""
     export = sub.add_parser("export", help="the run's policy as ONNX, with an onnxruntime parity check")
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run dir `soaklab train` wrote")
     export.add_argument("--checkpoint", type=Path, help="a checkpoint of the run (its model_final.pt when not given)")
@@ -594,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_cmd.add_argument("--html", type=Path, help="the evaluation as an HTML table (for the Snakemake report)")
     evaluate_cmd.set_defaults(func=cmd_evaluate)
 
+
+def add_outcome_commands(sub: Any) -> None:
+    """Summary and sweep-summary: what a DAG run produced."""
     summary = sub.add_parser("summary", help="each run's verdict, figures and where its results lie (end of a DAG run)")
     summary.add_argument("runs", nargs="+", metavar="RUN", help="run names of the workflow config")
     summary.add_argument("--results", type=Path, default=Path("results"), help="the DAG's results folder")
@@ -612,6 +620,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--plot", type=Path, required=True, help="throughput per run, coloured by verdict (PNG)")
     sweep.set_defaults(func=cmd_sweep_summary)
 
+
+def add_record_commands(sub: Any) -> None:
+    """Record and support-matrix: benchmark records and the support levels."""
     record = sub.add_parser("record", help="benchmark records: check, compare, update (docs/records.md)"
                             ).add_subparsers(dest="action", required=True, metavar="ACTION")
     records_help = "the records folder"
@@ -661,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write nothing; exit 1 with a diff when the committed files differ from the generator's")
     matrix.set_defaults(func=cmd_support_matrix)
 
+
+def add_bench_commands(sub: Any) -> None:
+    """Bench: the benchmarks behind `soaklab bench`."""
     bench = sub.add_parser("bench", help="benchmarks writing JSON").add_subparsers(dest="action", required=True,
                                                                                   metavar="ACTION")
     probe = bench.add_parser("backend", help="phase-local env probe with the raw physics ceiling")
@@ -688,6 +702,21 @@ def build_parser() -> argparse.ArgumentParser:
                          help="comma list of algo.compile scopes to time (eager, nets, update, auto)")
     learner.add_argument("--output", type=Path, required=True, help="the benchmark JSON")
     learner.set_defaults(func=cmd_bench_learner)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from soaklab import __version__
+
+    parser = Parser(prog="soaklab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_setup_commands(sub)
+    add_run_commands(sub)
+    add_evidence_commands(sub)
+    add_policy_commands(sub)
+    add_outcome_commands(sub)
+    add_record_commands(sub)
+    add_bench_commands(sub)
     return parser
 
 
