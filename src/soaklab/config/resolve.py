@@ -26,6 +26,7 @@ from soaklab.config.run_config import (
     config_hash,
     resolve_run_config,
 )
+from soaklab.contract.contract import resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.host.envvars import check_graph_env
@@ -161,6 +162,9 @@ def check_overrides_agree(path: Path, record: dict[str, Any]) -> None:
     request = request_of(record)
     try:
         composed = compose(request.algo, request.task, request.sim, list(request.overrides))
+        # The contract's one check, on what the overrides compose to, before the comparison: an edited
+        # override that no value may take is named as such, not as a disagreement.
+        resolve_runtime_settings(composed.config)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: overrides: {exc}; {AGAIN}") from None
     expected = json.loads(json.dumps(composed.config))

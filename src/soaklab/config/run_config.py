@@ -68,9 +68,11 @@ class ResolvedRun:
         """The scene the run's envs load (scene_for_env)."""
         return scene_for_env(self.assets, self.run.env.motion)
 
-    @property
+    @cached_property
     def config(self) -> dict[str, Any]:
-        """The composed config with the resolved carrier written to env.collector_tensor_device."""
+        """The composed config with the resolved carrier written to env.collector_tensor_device and
+        the motion resolved to paths: derived once (a frozen run, so the copy never goes stale), read
+        by `run`, `record()` and the load check, never written."""
         cfg = json.loads(json.dumps(self.composed.config))
         cfg["env"]["collector_tensor_device"] = self.devices.carrier
         if self.assets:
