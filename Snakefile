@@ -35,6 +35,7 @@ include: "workflow/rules/common.smk"
 
 wildcard_constraints:
     run=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    sim=r"mujoco|mjwarp",
 
 
 report: "workflow/report/workflow.rst"
@@ -52,7 +53,7 @@ rule play:
     input:
         expand("results/{run}/policy.onnx", run=config["soak_runs"]),
         expand("results/{run}/play.mp4", run=config["soak_runs"]),
-        expand("results/{run}/evaluation.json", run=TRACKING_SOAK_RUNS),
+        expand("results/{run}/evaluation-{sim}.json", run=TRACKING_SOAK_RUNS, sim=("mujoco", "mjwarp")),
 
 
 # Every run of every sweep under `sweeps:`, soaked and validated, then one table per sweep

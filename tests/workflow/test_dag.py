@@ -88,14 +88,17 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     assert parity["parity"]["passed"] and parity["task"] == "g1_motion_tracking"
     played = json.loads((results / "play.json").read_text())
     assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
-    # ... and, a tracking run, its policy evaluated from the clip's first frame (docs/learning.md).
-    evaluation = json.loads((results / "evaluation.json").read_text())
-    assert evaluation["clips"]["largebox"]["episodes"] == 4 and evaluation["policy"] == "onnx"
-    assert "largebox" in (results / "evaluation.html").read_text()
+    # ... and, a tracking run, its policy evaluated from the clip's first frame (docs/learning.md), on
+    # its own MuJoCo and, sim-to-sim, on MuJoCo Warp (warp's CPU device on a machine without a GPU).
+    for sim in ("mujoco", "mjwarp"):
+        evaluation = json.loads((results / f"evaluation-{sim}.json").read_text())
+        assert evaluation["clips"]["largebox"]["episodes"] == 4 and evaluation["policy"] == "onnx"
+        assert evaluation["sim"] == sim and evaluation["sim_to_sim"] is (sim == "mjwarp")
+        assert "largebox" in (results / f"evaluation-{sim}.html").read_text()
     proc = snakemake(project, "play", "--report", str(work / "play-report.html"), overlays=(play_overlay,))
     assert proc.returncode == 0, proc.stderr
     assert "play.png" in (work / "play-report.html").read_text()
-    assert "evaluation.html" in (work / "play-report.html").read_text()
+    assert "evaluation-mjwarp.html" in (work / "play-report.html").read_text()
 
     assert planned(project) == {}
     # -R extract_metrics: extraction and validation only; the soak is not rerun.

@@ -48,22 +48,24 @@ rule play_policy:
         "{params.soaklab} play {input.train} --out {output.video} --seconds {params.seconds} > {log} 2>&1"
 
 
+# On each backend: the run's own and, sim-to-sim, the other one. MuJoCo Warp steps on warp's CPU
+# device where there is no GPU (soaklab.sim.mjwarp), so a CPU machine judges both.
 rule evaluate_policy:
     input:
         soak=rules.train_soak.output.soak,
         train=rules.train_soak.output.train,
         code=code_of("evaluate"),
     output:
-        json="results/{run}/evaluation.json",
+        json="results/{run}/evaluation-{sim}.json",
         html=report(
-            "results/{run}/evaluation.html",
+            "results/{run}/evaluation-{sim}.html",
             category="{run}",
             caption="../report/evaluation.rst",
         ),
     log:
-        "logs/{run}/evaluate_policy.log",
+        "logs/{run}/evaluate_policy-{sim}.log",
     benchmark:
-        "benchmarks/rules/{run}/evaluate_policy.tsv"
+        "benchmarks/rules/{run}/evaluate_policy-{sim}.tsv"
     threads: 1
     resources:
         **PLAY_RESOURCES,
@@ -71,5 +73,5 @@ rule evaluate_policy:
         soaklab=SOAKLAB,
         episodes=config["play"]["evaluation_episodes"],
     shell:
-        "{params.soaklab} evaluate {input.train} --sim mujoco --episodes {params.episodes} "
+        "{params.soaklab} evaluate {input.train} --sim {wildcards.sim} --episodes {params.episodes} "
         "--out {output.json} --html {output.html} > {log} 2>&1"
