@@ -2,13 +2,15 @@
 """Two-process runner overhead against the env-only probe, at 256 and 1024 G1 envs.
 
 For each size: the phase-local probe (env only, same envs and physics threads, uniform random
-actions), then for SAC and FlashSAC the real learner + collector with inference on and updates held
-off, and the same env stepped in one process by the same untrained policy (its exploring actions:
-the runner's workload; uniform random actions make the G1 fall and reset sooner, a cheaper physics
-regime). Writes benchmarks/cpu/runtime_overhead.json: median env-steps/s of each, the runner over
-each reference, and the medians of where the runner's iteration goes (learner inference; learner
-ingress, which is the wait for the collector's step plus the copy into replay; collector env step,
-action wait, ingress write).
+actions), then for SAC and FlashSAC the real learner + collector, updates off, on two workloads:
+the probe's (uniform random actions: a run's warm-up before algo.learning_starts with
+algo.warmup_actions=uniform), which is what `runner_over_probe` compares; and the runner's own
+(inference on, the untrained policy's exploring actions, updates held) beside the same env stepped
+in one process by the same policy. The two workloads differ in physics, not in runtime: uniform
+random joint targets make the G1 fall and reset sooner, a cheaper regime. Writes
+benchmarks/cpu/runtime_overhead.json: median env-steps/s of each, the ratios, and the medians of
+where the runner's iteration goes (learner inference; learner ingress, which is the wait for the
+collector's step plus the copy into replay; collector env step, action wait, ingress write).
 
     .venv/bin/python -m soaklab.bench.runtime_overhead [--iters 60] [--repeats 3] [--out benchmarks/cpu]
 """
@@ -45,13 +47,18 @@ def medians(run_dir: Path, warmup: int) -> dict[str, float]:
     return out
 
 
-def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path) -> dict:
-    run_dir = workdir / f"{algo}-{envs}"
+def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path, uniform: bool = False) -> dict:
+    """The real learner + collector, updates off: answering with the policy (`uniform` False, held
+    updates), or in a run's uniform warm-up phase (`uniform`: every iteration before
+    algo.learning_starts, the probe's own action distribution)."""
+    run_dir = workdir / f"{algo}-{envs}-{'uniform' if uniform else 'policy'}"
     overrides = [f"algo.num_envs={envs}", f"algo.max_iterations={iters}", "algo.replay_buffer_size=20000",
                  f"training.log_dir={json.dumps(str(run_dir))}", f"algo.save_interval={iters}"]
+    if uniform:
+        overrides += ["algo.warmup_actions=uniform", f"algo.learning_starts={iters}"]
     resolved = resolve(RunRequest(algo, "g1_motion_tracking", "mujoco", tuple(overrides), MANIFEST), probe_host())
     run_dir, resolved = prepare_run_dir(resolved)
-    summary = Learner(resolved, run_dir, hold_updates=True).run()
+    summary = Learner(resolved, run_dir, hold_updates=not uniform).run()
     assert summary["status"] == "completed", summary["failure_reason"]
     m = medians(run_dir, warmup)
     return {"env_steps_per_s": envs / (m[ITERATION_TAG] / 1e3), "iteration_ms": m[ITERATION_TAG],
@@ -114,23 +121,32 @@ def main() -> int:
             settings = ProbeSettings(envs, args.warmup, args.iters, None, 1, 1, Path(assets["scene"]),
                                      Path(assets["motion"]))
             for algo in ("sac", "flashsac"):
-                probes, runners, alones = [], [], []
+                probes, uniforms, runners, alones = [], [], [], []
                 for repeat in range(args.repeats):
                     probes.append(run_probe(["mujoco"], settings, Path(tmp) / f"probe-{envs}.json",
                                             ["bench", "backend"])["results"][0])
+                    uniforms.append(runner_rate(algo, envs, args.iters, args.warmup, Path(tmp) / f"r{repeat}",
+                                                uniform=True))
                     runners.append(runner_rate(algo, envs, args.iters, args.warmup, Path(tmp) / f"r{repeat}"))
                     alones.append(same_actions_rate(algo, envs, args.iters, args.warmup, assets))
                 probe_rate = statistics.median(p["throughput_env_control_steps_per_s"] for p in probes)
+                uniform = {key: statistics.median(r[key] for r in uniforms) for key in uniforms[0]}
                 runner = {key: statistics.median(r[key] for r in runners) for key in runners[0]}
                 alone = {key: statistics.median(r[key] for r in alones) for key in alones[0]}
-                ratio, like = runner[rate] / probe_rate, runner[rate] / alone[rate]
+                ratio, like = uniform[rate] / probe_rate, runner[rate] / alone[rate]
                 rows.append({"algo": algo, "num_envs": envs, "physics_threads": probes[0]["threads"],
-                             "probe_env_steps_per_s": probe_rate, "runner": runner, "runner_over_probe": ratio,
-                             "env_alone_same_actions": alone, "runner_over_env_alone_same_actions": like,
+                             "probe_env_steps_per_s": probe_rate,
+                             # The probe's workload (uniform random actions) through the runner.
+                             "runner_uniform_actions": uniform, "runner_over_probe": ratio,
+                             # The runner's own workload (the policy's actions) and the env alone on it.
+                             "runner": runner, "env_alone_same_actions": alone,
+                             "runner_over_env_alone_same_actions": like,
                              "repeats": {"probe": [p["throughput_env_control_steps_per_s"] for p in probes],
+                                         "runner_uniform_actions": [r[rate] for r in uniforms],
                                          "runner": [r[rate] for r in runners], "alone": [r[rate] for r in alones]}})
-                print(f"{algo:>8} {envs:>5} envs: runner {runner[rate]:7.0f}/s, probe {probe_rate:7.0f}/s -> "
-                      f"{ratio:.1%}, env alone with the policy's actions {alone[rate]:7.0f}/s -> {like:.1%}; "
+                print(f"{algo:>8} {envs:>5} envs: runner on uniform actions {uniform[rate]:7.0f}/s, probe "
+                      f"{probe_rate:7.0f}/s -> {ratio:.1%}; runner on the policy's actions {runner[rate]:7.0f}/s, "
+                      f"env alone on them {alone[rate]:7.0f}/s -> {like:.1%}; "
                       f"inference {runner['learner_inference_ms']:.1f} ms, ingress wait+copy "
                       f"{runner['learner_ingress_ms']:.1f} ms, env step {runner['collector_env_step_ms']:.1f} ms "
                       f"(alone {alone['env_step_ms']:.1f} ms), ingress write "
@@ -138,7 +154,9 @@ def main() -> int:
     record = {"kind": "runtime_overhead", "command": "python -m soaklab.bench.runtime_overhead", "host": host_record(),
               "versions": versions(), "git": git_state(),
               "settings": {"iters": args.iters, "warmup": args.warmup, "repeats": args.repeats,
-                           "updates": "held off", "inference": "policy (explore)"},
+                           "updates": "off (held, or before algo.learning_starts)",
+                           "actions": {"runner_uniform_actions": "uniform random (algo.warmup_actions=uniform)",
+                                       "runner": "policy (explore)"}},
               "results": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "runtime_overhead.json").write_text(json.dumps(record, indent=2) + "\n")

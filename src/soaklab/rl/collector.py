@@ -214,6 +214,10 @@ class Collector:
                 bump_max(ctl, C.MAX_PUBLICATION_LAG, int(ctl[C.TICKS_ANSWERED] - ctl[C.TICKS_CONSUMED]) + 1)
                 with self.timer.span("env_step"):
                     result = self.envs[g].step(actions)
+                # The next observations go first: the learner's next inference waits on them alone,
+                # and the staging below runs while it infers.
+                if not last:  # after the final step nothing is left to answer
+                    self.publish_obs(g, result.obs, result.done.to(torch.float32))
                 obs, critic = prev[g]
                 rows = self.staging[a:b]
                 rows[:, r["obs"]] = obs
@@ -228,8 +232,6 @@ class Collector:
                 self.term_sums += torch.stack([values[k].mean() for k in self.spec.metric_names]).double()
                 self.term_count += 1
                 prev[g] = (result.obs, result.critic_obs)
-                if not last:  # after the final step nothing is left to answer
-                    self.publish_obs(g, result.obs, result.done.to(torch.float32))
             if (step + 1) % self.spec.metrics_interval == 0 or last:
                 self.write_metrics()  # before the ingress, so the learner sees step's metrics once drained
             self.publish_vector()

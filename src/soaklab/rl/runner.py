@@ -316,6 +316,7 @@ class Learner:
             updated = updates > 0
             update_rows = self.replay.size if updated else 0  # what this round samples from
             if updated:
+                transport.join()  # the last vector's ingress and reward statistics, before the update reads them
                 with self.timer.span("update"):
                     for _ in range(updates):
                         self.agent.update(update_count)
@@ -335,24 +336,27 @@ class Learner:
                     filled += n
                     ctl[C.INGRESS_RELEASED] += 1
                     h.ingress_free.release()
-            rewards = vector[:, slices["reward"]][:, 0]
-            dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
-            self.agent.observe_rewards(rewards, dones)
-            self.env_steps += layout.num_envs
-            # One loop period, from the same point of the previous iteration: logging and
-            # checkpoints are part of what an iteration costs.
-            now = time.perf_counter()
-            iteration_s, mark = now - mark, now
-            self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
-            values = self._host_scalars(iteration_s, self.timer.take(), ctl, last_counters)
-            values["Replay/update_rows"] = float(update_rows)
-            self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
+                # What reads the vector stays on the ingress stream (on CUDA): the next inference
+                # does not wait for it, the next update does (transport.join).
+                rewards = vector[:, slices["reward"]][:, 0]
+                dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
+                self.agent.observe_rewards(rewards, dones)
+                self.env_steps += layout.num_envs
+                # One loop period, from the same point of the previous iteration: logging and
+                # checkpoints are part of what an iteration costs.
+                now = time.perf_counter()
+                iteration_s, mark = now - mark, now
+                self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
+                values = self._host_scalars(iteration_s, self.timer.take(), ctl, last_counters)
+                values["Replay/update_rows"] = float(update_rows)
+                self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
             if self.device_log.full or it + 1 == self.max_iterations:
                 self._flush_log()
             self.logger.progress(it + 1, self.env_steps * self.world_size)
             last_counters = ctl.copy()
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
+        transport.join()
         self.iteration = self.max_iterations
         self.logger.progress(self.iteration, self.env_steps * self.world_size, force=True)
         self.logger.terminal(self.iteration, self.final_fps * self.world_size, self.stats.mean_return,
@@ -362,6 +366,7 @@ class Learner:
         """Write the buffered iterations to TensorBoard (one device read for all of them). With
         several ranks, each iteration's scalars are first combined over the ranks in one collective
         (every rank flushes at the same iterations); a failed run's last rows stay rank 0's own."""
+        self._join_ingress()  # the device rows were written on the ingress stream
         rows = self.device_log.drain(self.stats)
         if self.group is not None and across_ranks and rows:
             keys = sorted(set().union(*(values for _, _, values in rows))
@@ -421,6 +426,7 @@ class Learner:
     def _checkpoint(self, name: str) -> None:
         if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
             return
+        self._join_ingress()  # the reward statistics are updated on the ingress stream
         path = self.run_dir / "checkpoints" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"iteration": self.iteration, "env_steps": self.env_steps, "config_hash": self.config_hash,
@@ -436,6 +442,10 @@ class Learner:
         except BaseException:  # a full disk leaves no partial checkpoint behind
             tmp.unlink(missing_ok=True)
             raise
+
+    def _join_ingress(self) -> None:
+        if self.transport is not None:  # closed at shutdown: the device was synchronised then
+            self.transport.join()
 
     # -- shutdown ----------------------------------------------------------------------------------
     def _step(self, what: str, fn: Any) -> Any:

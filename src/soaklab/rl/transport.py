@@ -9,8 +9,8 @@ interprocess CUDA event that the other side's stream waits on, so neither
 process blocks its host thread on the GPU.
 
 Both sides use the same object: the collector's methods are `put_obs`,
-`take_actions` and `put_chunk`; the learner's `obs`, `answer`, `ingest_begin`,
-`chunk`, `release_chunk` and `ingest_end`.
+`take_actions` and `put_chunk`; the learner's `obs`, `answer`, `ingesting`, `chunk`,
+`release_chunk` and `join`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class HostRing:
     @contextmanager
     def ingesting(self) -> Iterator[None]:
         yield
+
+    def join(self) -> None:
+        pass
 
     def chunk(self, slot: int, n: int, device: torch.device) -> torch.Tensor:
         # A copy: the slot is released (and may be rewritten) right after the learner is done with it.
@@ -106,6 +109,7 @@ class CudaRing:
         self.h = handles
         self.device = handles.ring_obs.device
         self._side: torch.cuda.Stream | None = None
+        self._side_pending = False  # the side stream has work the main stream has not waited for
 
     # -- collector side (its current stream) -------------------------------------------------------
     def put_obs(self, g: int, obs: torch.Tensor, dones: torch.Tensor) -> None:
@@ -142,13 +146,22 @@ class CudaRing:
 
     @contextmanager
     def ingesting(self) -> Iterator[None]:
-        """Ingress copies run on a side stream. It first waits for the main stream (the last update may
-        still gather from replay rows about to be overwritten); the main stream waits for it after."""
+        """Ingress copies (and what reads the vector they fill) run on a side stream. It first waits for
+        the main stream (the last update may still gather from replay rows about to be overwritten).
+        The main stream does not wait for it here but at `join`, where it next needs what the side
+        wrote: the next inference needs none of it, so it starts as soon as the observations land."""
         main = torch.cuda.current_stream(self.device)
         self.side.wait_stream(main)
         with torch.cuda.stream(self.side):
             yield
-        main.wait_stream(self.side)
+        self._side_pending = True
+
+    def join(self) -> None:
+        """Order the main stream after the ingress so far: before an update samples the replay, and
+        before the host reads what the side stream wrote (a log flush, a checkpoint)."""
+        if self._side_pending:
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            self._side_pending = False
 
     def chunk(self, slot: int, n: int, device: torch.device) -> torch.Tensor:
         self.side.wait_event(self.h.chunk_filled[slot])
