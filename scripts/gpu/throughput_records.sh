@@ -19,7 +19,7 @@ echo $$ >/root/throughput.pid
 here=$(pwd)
 stage() { echo "== $(date -u +%T) $*"; }
 
-RECORDS=${RECORDS:-gpu-soak-1024 gpu-throughput-4096} LEARNING=0 EVALUATE=0 bash scripts/gpu/records.sh
+RECORDS=${RECORDS-gpu-soak-1024 gpu-throughput-4096} LEARNING=0 EVALUATE=0 bash scripts/gpu/records.sh
 
 stage "the env alone at ${SIZES:-1024 4096} envs"
 mkdir -p /root/probe-pack
