@@ -6,7 +6,7 @@
 #
 # 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py; its JSON is the visit's raw
 #    physics ceiling), the CUDA MPS daemon started;
-# 2. two FlashSAC trainings side by side on the one GPU, each stopped by SIGTERM after MINUTES
+# 2. RUNS (default both) FlashSAC trainings side by side on the one GPU, each stopped by SIGTERM after MINUTES
 #    (default 10) of wall clock counted from its own start (start-up and compilation included):
 #    `largebox` (the default clip) and `library` (env.motion=[largebox,crawl_slope], each clip on its
 #    own scene). Side by side, each run has less of the GPU than it would alone, so a goal met here
@@ -22,6 +22,7 @@ echo $$ >/root/tracking.pid
 work=/root/tracking-work
 logs=$work/evidence
 minutes=${MINUTES:-10}
+runs=${RUNS:-largebox library}  # one alone has the whole GPU: RUNS=largebox MINUTES=10, RUNS=library MINUTES=25
 rm -rf "$work" && mkdir -p "$logs"
 stage() { echo "== $(date -u +%T) $*"; tar -C "$logs" -czf "$out/tracking.tgz" .; }
 recipe=(training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 algo.num_envs=1024)
@@ -32,7 +33,7 @@ stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
 python3 -m soaklab.bench.warmup --worlds 1024 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -5 "$logs/warmup.log"
 python3 -m soaklab mps start >"$logs/mps.log" 2>&1 || { cat "$logs/mps.log"; exit 2; }
 
-stage "train largebox and the library side by side, $minutes minutes each"
+stage "train $runs side by side, $minutes minutes each"
 train() {  # label, then extra overrides
   local label=$1; shift
   python3 -m soaklab.bench.g1_learning run --algo flashsac --sim mjwarp --minutes "$minutes" --label "$label" \
@@ -41,8 +42,13 @@ train() {  # label, then extra overrides
   cp "$work/run-$label/run_summary.json" "$logs/$label.run_summary.json" 2>/dev/null
   cp "$work/run-$label/run_config.json" "$logs/$label.run_config.json" 2>/dev/null
 }
-train largebox &
-train library "env.motion=[largebox,crawl_slope]" &
+for label in $runs; do
+  case $label in
+    largebox) train largebox & ;;
+    library) train library "env.motion=[largebox,crawl_slope]" & ;;
+    *) echo "RUNS: $label: expected largebox and/or library" >&2; exit 2 ;;
+  esac
+done
 wait
 python3 -m soaklab mps stop >>"$logs/mps.log" 2>&1
 stage "trained"
@@ -53,7 +59,7 @@ evaluate() {  # label, sim
   echo "evaluate $1 on $2: exit $?"; tail -2 "$logs/$1.evaluate-$2.log"
 }
 stage "evaluate both runs on mjwarp and, sim-to-sim, on mujoco"
-for label in largebox library; do
+for label in $runs; do
   for sim in mjwarp mujoco; do evaluate "$label" "$sim" & done
 done
 wait

@@ -103,10 +103,7 @@ class Layout:
             "ingress": ((self.depth, self.slot_rows, self.row_width), "float32"),
             "ingress_rows": ((self.depth,), "int64"),
             "control": ((CONTROL_WORDS,), "int64"),
-            # Two rows of [metric values..., vector step + 1], written in turn: the learner reads the
-            # newest row written at or before the vector it takes in while the collector, at most one
-            # vector ahead, may be writing the other (soaklab.rl.channels.collector_metrics).
-            "metrics": ((2, max(self.num_metrics, 1) + 1), "float64"),
+            "metrics": ((max(self.num_metrics, 1),), "float64"),
         }
 
     def nbytes(self, array: str) -> int:

@@ -112,25 +112,6 @@ def wait(sem: Any, control: np.ndarray, alive: Callable[[], bool] | None = None,
         raise Stopped()
 
 
-def publish_metrics(metrics: np.ndarray, control: np.ndarray, values: np.ndarray | None, step: int) -> None:
-    """The collector's metrics after vector step `step` (None: the previous values again) into the
-    row not written last; its step goes in last, so a row being written still shows its old step."""
-    row = metrics[int(control[C.METRICS_SEQ]) % 2]
-    row[:-1] = metrics[int(control[C.METRICS_SEQ] - 1) % 2][:-1] if values is None else values
-    row[-1] = step + 1
-    control[C.METRICS_SEQ] += 1
-
-
-def collector_metrics(metrics: np.ndarray, step: int) -> np.ndarray:
-    """The metric values the collector published last at or before vector step `step` (zeros
-    before its first publication). The collector runs at most one vector ahead of the vector the
-    learner takes in, so at most one row is newer than `step`."""
-    written = [r for r in range(2) if 0 < metrics[r, -1] <= step + 1]
-    if not written:
-        return np.zeros(metrics.shape[1] - 1)
-    return metrics[max(written, key=lambda r: metrics[r, -1]), :-1].copy()
-
-
 def bump_max(control: np.ndarray, index: C, value: int) -> None:
     if value > control[index]:
         control[index] = value

@@ -18,14 +18,13 @@ import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
-from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, publish_metrics, wait
+from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
@@ -168,11 +167,9 @@ class Collector:
             bump_max(ctl, C.HIGH_WATER, int(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]))
             self.h.ingress_filled.release()
 
-    def write_metrics(self, step: int) -> None:
-        values = None
+    def write_metrics(self) -> None:
         if self.term_count:
-            values = np.zeros(self.metrics.shape[1] - 1)
-            values[: len(self.term_sums)] = (self.term_sums / self.term_count).cpu().numpy()
+            self.metrics[: len(self.term_sums)] = (self.term_sums / self.term_count).cpu().numpy()
         self.term_sums.zero_()
         self.term_count = 0
         phases = self.timer.take(block=True)
@@ -180,7 +177,7 @@ class Collector:
         self.ctl[C.INGRESS_WRITE_NS] += int(phases.get("ingress_write", 0.0) * 1e6)
         if self.transport.device.type == "cuda":
             self.ctl[C.COLLECTOR_CUDA_PEAK] = torch.cuda.max_memory_reserved(self.transport.device)
-        publish_metrics(self.metrics, self.ctl, values, step)
+        self.ctl[C.METRICS_SEQ] += 1
 
     def fault_hooks(self, step: int) -> None:
         fault = self.spec.fault
@@ -236,7 +233,7 @@ class Collector:
                 self.term_count += 1
                 prev[g] = (result.obs, result.critic_obs)
             if (step + 1) % self.spec.metrics_interval == 0 or last:
-                self.write_metrics(step)  # before the ingress: the learner reads them when it takes the step in
+                self.write_metrics()  # before the ingress, so the learner sees step's metrics once drained
             self.publish_vector()
             ctl[C.VECTOR_STEPS] += 1
         for env in self.envs:

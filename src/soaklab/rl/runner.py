@@ -36,7 +36,7 @@ from soaklab.host.lifetime import leave
 from soaklab.metrics.tags import ITERATION_TAG, SUMMED_OVER_RANKS, diagnostic_tag
 from soaklab.rl.agents import make_agent
 from soaklab.rl.cancel import Cancellation, Cancelled
-from soaklab.rl.channels import C, PeerDied, collector_metrics, make_channels, wait
+from soaklab.rl.channels import C, PeerDied, make_channels, wait
 from soaklab.rl.collector import CollectorSpec
 from soaklab.rl.collector_process import (
     NO_COLLECTOR,
@@ -273,15 +273,14 @@ class Learner:
 
     # -- the training loop -------------------------------------------------------------------------
     def _loop(self) -> None:
-        """One iteration: answer vector step `it`'s observations, take in vector step `it - 1`, run
-        update round `it`.
+        """One iteration: answer vector step `it`'s observations, run update round `it`, take in the
+        transitions of vector step `it`.
 
         The schedule is fixed: update round `it` trains on the transitions up to vector step `it - 1`
         (a lag of one), so it runs while the collector steps the envs with the actions just answered
         (on a GPU the two processes' kernels overlap; on a CPU the two processes' threads do). The
-        previous vector is taken in after the answer, not before it, so the copy into replay and the
-        iteration's bookkeeping overlap the env step too. The replay contents each round sees are the
-        same in every run, so CPU runs with the same seeds are bitwise reproducible."""
+        replay contents each round sees are the same in every run, so CPU runs with the same seeds
+        are bitwise reproducible."""
         ctl, layout, h, transport = self.arrays["control"], self.layout, self.handles, self.transport
         ingress_rows = self.arrays["ingress_rows"]
         slices = layout.row_slices()
@@ -295,14 +294,35 @@ class Learner:
         update_count = 0
         last_counters = ctl.copy()
         mark = time.perf_counter()
-
-        def take_in(k: int, update_rows: int, updated: bool) -> None:
-            """Vector step `k` into replay, then its bookkeeping: reward statistics, scalars, logs,
-            checkpoints. It runs after the next inference is answered, so the collector steps the
-            envs meanwhile; update round k + 1, the first to sample vector k, follows it."""
-            nonlocal mark, last_counters
-            # Replay ingress: copy the vector step's chunks into the replay ring, release each slot.
-            target, filled = (k + 1) * chunks, 0
+        for it in range(self.max_iterations):
+            self.iteration = it
+            self.cancellation.check()
+            self._check_ranks()
+            self._fault_hooks(it)
+            # Inference: answer each group's observations with the current policy.
+            for g, (a, b) in enumerate(layout.group_bounds):
+                wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
+                obs = transport.obs(g, b - a, self.device)  # on CUDA: the stream waits for the collector
+                with self.timer.span("inference"):
+                    if schedule.random_actions(it):
+                        actions = self.agent.random_actions(b - a)
+                    else:
+                        actions = self.agent.act(obs, slice(a, b), explore=True)
+                    transport.answer(g, actions)
+                ctl[C.TICKS_ANSWERED] += 1
+                h.act_ready[g].release()
+            # Update round `it` (transitions up to vector step it - 1), while the envs step.
+            updates = schedule.updates(it)
+            updated = updates > 0
+            update_rows = self.replay.size if updated else 0  # what this round samples from
+            if updated:
+                transport.join()  # the last vector's ingress and reward statistics, before the update reads them
+                with self.timer.span("update"):
+                    for _ in range(updates):
+                        self.agent.update(update_count)
+                        update_count += 1
+            # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
+            target, filled = (it + 1) * chunks, 0
             with transport.ingesting():
                 while ctl[C.INGRESS_RELEASED] < target:
                     wait(h.ingress_filled, ctl, self._alive, stop_aware=False)
@@ -327,49 +347,15 @@ class Learner:
                 now = time.perf_counter()
                 iteration_s, mark = now - mark, now
                 self.final_fps = layout.num_envs / max(iteration_s, 1e-9)
-                values = self._host_scalars(k, iteration_s, self.timer.take(), ctl, last_counters)
+                values = self._host_scalars(iteration_s, self.timer.take(), ctl, last_counters)
                 values["Replay/update_rows"] = float(update_rows)
-                self.device_log.record(k, rewards, dones, self.agent.diagnostics, updated, values)
-            if self.device_log.full or k + 1 == self.max_iterations:
+                self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
+            if self.device_log.full or it + 1 == self.max_iterations:
                 self._flush_log()
-            self.logger.progress(k + 1, self.env_steps * self.world_size)
+            self.logger.progress(it + 1, self.env_steps * self.world_size)
             last_counters = ctl.copy()
-            if (k + 1) % self.save_interval == 0:
-                self._checkpoint(f"model_{k + 1}.pt", iteration=k)
-
-        pending: tuple[int, int, bool] | None = None  # the vector step answered but not yet taken in
-        for it in range(self.max_iterations):
-            self.iteration = it
-            self.cancellation.check()
-            self._check_ranks()
-            self._fault_hooks(it)
-            # Inference: answer each group's observations with the current policy.
-            for g, (a, b) in enumerate(layout.group_bounds):
-                wait(h.obs_ready[g], ctl, self._alive, stop_aware=False)
-                obs = transport.obs(g, b - a, self.device)  # on CUDA: the stream waits for the collector
-                with self.timer.span("inference"):
-                    if schedule.random_actions(it):
-                        actions = self.agent.random_actions(b - a)
-                    else:
-                        actions = self.agent.act(obs, slice(a, b), explore=True)
-                    transport.answer(g, actions)
-                ctl[C.TICKS_ANSWERED] += 1
-                h.act_ready[g].release()
-            if pending is not None:
-                take_in(*pending)
-            # Update round `it` (transitions up to vector step it - 1), while the envs step.
-            updates = schedule.updates(it)
-            updated = updates > 0
-            update_rows = self.replay.size if updated else 0  # what this round samples from
-            if updated:
-                transport.join()  # the last vector's ingress and reward statistics, before the update reads them
-                with self.timer.span("update"):
-                    for _ in range(updates):
-                        self.agent.update(update_count)
-                        update_count += 1
-            pending = (it, update_rows, updated)
-        if pending is not None:
-            take_in(*pending)
+            if (it + 1) % self.save_interval == 0:
+                self._checkpoint(f"model_{it + 1}.pt")
         transport.join()
         self.iteration = self.max_iterations
         self.logger.progress(self.iteration, self.env_steps * self.world_size, force=True)
@@ -394,14 +380,14 @@ class Learner:
             fps = self.layout.num_envs * self.world_size * len(rows) / max(seconds, 1e-9)
             self.logger.terminal(rows[-1][0] + 1, fps, self.stats.mean_return, self.stats.mean_length)
 
-    def _host_scalars(self, k: int, iteration_s: float, phases_ms: dict[str, float], ctl: np.ndarray,
+    def _host_scalars(self, iteration_s: float, phases_ms: dict[str, float], ctl: np.ndarray,
                       last: np.ndarray) -> dict[str, float | None]:
         """The iteration's scalars known on the host. Phase times are GPU time on a CUDA learner,
         read when finished (so possibly an iteration late)."""
         def delta_ms(index: C) -> float:
             return float(ctl[index] - last[index]) / 1e6
 
-        metrics = collector_metrics(self.arrays["metrics"], k)  # as of vector step k
+        metrics = self.arrays["metrics"]
         values: dict[str, float | None] = {
             ITERATION_TAG: iteration_s * 1e3,
             "Perf/total_fps": self.final_fps,
@@ -437,15 +423,13 @@ class Learner:
         if fault.due("leak_child", it):
             leak_child()
 
-    def _checkpoint(self, name: str, iteration: int | None = None) -> None:
-        """`iteration`: the one whose vector step the checkpoint follows (default: the current)."""
+    def _checkpoint(self, name: str) -> None:
         if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
             return
         self._join_ingress()  # the reward statistics are updated on the ingress stream
         path = self.run_dir / "checkpoints" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"iteration": self.iteration if iteration is None else iteration,
-                   "env_steps": self.env_steps, "config_hash": self.config_hash,
+        payload = {"iteration": self.iteration, "env_steps": self.env_steps, "config_hash": self.config_hash,
                    "agent": self.agent.state_dict()}
         tmp = path.with_suffix(".pt.tmp")
         # Serialised in memory, written by Python: a full disk is then an OSError naming ENOSPC, not
