@@ -20,10 +20,14 @@ from pathlib import Path
 
 
 def main() -> int:
+    # The env's own per-world sizes by default, so the ceiling is the one the env is judged against
+    # (until 2026-12-02 this said njmax 192 while the env ran 256).
+    from soaklab.sim.mjwarp import DEFAULT_NCONMAX, DEFAULT_NJMAX
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", default="1024,4096,8192")
-    parser.add_argument("--nconmax", type=int, default=48, help="contacts per world")
-    parser.add_argument("--njmax", type=int, default=192, help="constraint rows per world")
+    parser.add_argument("--nconmax", type=int, default=DEFAULT_NCONMAX, help="contacts per world")
+    parser.add_argument("--njmax", type=int, default=DEFAULT_NJMAX, help="constraint rows per world")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
