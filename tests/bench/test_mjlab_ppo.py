@@ -1,0 +1,53 @@
+"""The mjlab PPO side-by-side benchmark: its time-out share, and failing closed where mjlab or its
+inputs are missing (mjlab is not a soaklab dependency: CI has no mjlab)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from soaklab.bench.mjlab_ppo import summarise, timeout_shares
+from tests.conftest import one_line
+
+
+def terminations(rows: list[tuple[int, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"tag": f"Episode_Termination/{name}", "step": step, "value": value, "wall_time": 100.0 + step}
+                         for step, name, value in rows], columns=["tag", "step", "value", "wall_time"])
+
+
+def test_the_time_out_share_is_time_outs_over_every_ended_episode() -> None:
+    frame = terminations([(0, "time_out", 0.0), (0, "ee_body_pos", 3.0), (0, "anchor_pos", 1.0),
+                          (1, "time_out", 4.0), (1, "ee_body_pos", 1.0),
+                          (2, "time_out", 0.0), (2, "anchor_ori", 0.0)])  # nothing ended: no share
+    assert timeout_shares(frame) == {0: 0.0, 1: 0.8}
+    result = summarise(frame, started=100.0, num_envs=8, steps_per_env=24)
+    assert result["timeout_share_reached_at_iteration"] == 1
+    assert result["timeout_share_reached_after_s"] == 1.0
+    assert result["timeout_share_reached_at_env_steps"] == 2 * 8 * 24
+
+
+def run(tmp_path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "soaklab.bench.mjlab_ppo", "--out", str(tmp_path / "out.json"),
+                           "--log-dir", str(tmp_path / "log"), *flags], capture_output=True, text=True, timeout=120)
+
+
+def test_a_bad_env_count_fails_closed_naming_it(tmp_path) -> None:
+    result = run(tmp_path, "--num-envs", "0")
+    assert result.returncode == 2
+    assert "--num-envs 0: must be >= 1" in one_line(result.stderr)
+    assert not (tmp_path / "out.json").exists() and not (tmp_path / "log").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mjlab") is not None, reason="mjlab is installed here")
+def test_without_mjlab_it_says_what_to_stage_and_writes_nothing(tmp_path) -> None:
+    clip = tmp_path / "clip.npz"
+    clip.write_bytes(b"")
+    result = run(tmp_path, "--motion", str(clip), "--device", "cpu")
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith("mjlab_ppo: error: mjlab: cannot import it") and "scripts/gpu/README.md" in line
+    assert not (tmp_path / "out.json").exists() and not (tmp_path / "log").exists()
