@@ -23,6 +23,9 @@ work=/root/tracking-work
 logs=$work/evidence
 minutes=${MINUTES:-10}
 runs=${RUNS:-largebox library}  # one alone has the whole GPU: RUNS=largebox MINUTES=10, RUNS=library MINUTES=25
+for label in $runs; do  # before anything is started or removed
+  case $label in largebox | library) ;; *) echo "RUNS: $label: expected largebox and/or library" >&2; rm -f /root/tracking.pid; exit 2 ;; esac
+done
 rm -rf "$work" && mkdir -p "$logs"
 stage() { echo "== $(date -u +%T) $*"; tar -C "$logs" -czf "$out/tracking.tgz" .; }
 recipe=(training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 algo.num_envs=1024)
@@ -46,7 +49,6 @@ for label in $runs; do
   case $label in
     largebox) train largebox & ;;
     library) train library "env.motion=[largebox,crawl_slope]" & ;;
-    *) echo "RUNS: $label: expected largebox and/or library" >&2; exit 2 ;;
   esac
 done
 wait

@@ -32,7 +32,7 @@ def test_the_time_out_share_is_time_outs_over_every_ended_episode() -> None:
 
 def run(tmp_path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "soaklab.bench.mjlab_ppo", "--out", str(tmp_path / "out.json"),
-                           "--log-dir", str(tmp_path / "log"), *flags], capture_output=True, text=True, timeout=120)
+                           "--log-dir", str(tmp_path / "log"), *flags], capture_output=True, text=True)
 
 
 def test_a_bad_env_count_fails_closed_naming_it(tmp_path) -> None:
@@ -40,6 +40,28 @@ def test_a_bad_env_count_fails_closed_naming_it(tmp_path) -> None:
     assert result.returncode == 2
     assert "--num-envs 0: must be >= 1" in one_line(result.stderr)
     assert not (tmp_path / "out.json").exists() and not (tmp_path / "log").exists()
+
+
+def test_a_log_dir_holding_a_run_is_refused_and_kept(tmp_path) -> None:
+    log = tmp_path / "log"
+    log.mkdir()
+    earlier = log / "events.out.tfevents.1.host.0"
+    earlier.write_bytes(b"an earlier run")
+    clip = tmp_path / "clip.npz"
+    clip.write_bytes(b"")
+    result = run(tmp_path, "--motion", str(clip))
+    assert result.returncode == 2
+    assert f"--log-dir {log}: already holds a run's event files" in one_line(result.stderr)
+    assert earlier.read_bytes() == b"an earlier run" and not (tmp_path / "out.json").exists()
+
+
+def test_an_out_folder_that_does_not_exist_is_named(tmp_path) -> None:
+    clip = tmp_path / "clip.npz"
+    clip.write_bytes(b"")
+    result = subprocess.run([sys.executable, "-m", "soaklab.bench.mjlab_ppo", "--motion", str(clip),
+                             "--out", str(tmp_path / "missing" / "out.json")], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "missing/out.json: its folder" in one_line(result.stderr)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mjlab") is not None, reason="mjlab is installed here")

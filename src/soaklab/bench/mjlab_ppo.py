@@ -131,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidInput(f"--minutes {args.minutes}: must be > 0")
         if not args.motion.is_file():
             raise InvalidInput(f"--motion {args.motion}: no such clip file (run `soaklab assets pull`)")
+        if not args.out.parent.is_dir():
+            raise InvalidInput(f"--out {args.out}: its folder {args.out.parent} does not exist")
+        # The summary reads every event file in the log dir: an earlier run's would mix in.
+        if any(args.log_dir.glob("events.out.tfevents.*")):
+            raise InvalidInput(f"--log-dir {args.log_dir}: already holds a run's event files; name an empty folder")
         parts = import_mjlab()
     except InvalidInput as exc:
         print(f"mjlab_ppo: error: {exc}", file=sys.stderr)
