@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import signal
 import statistics
 import sys
 import time
@@ -154,12 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     runner = parts["runner"](env, agent_cfg, str(args.log_dir), args.device)
     started = time.time()
     log = runner.logger.log
+    stop_asked: list[int] = []
+    # A SIGTERM (a device call's `timeout`, a cancelled visit) ends learning after the iteration
+    # in flight, like the budget does, so the iterations already run are summarised, not lost.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop_asked.append(signum))
 
     def log_then_check_the_clock(**kwargs: Any) -> None:
         # rsl-rl's learn() runs a fixed count; the budget is wall clock, checked after each
         # iteration's own log line, so every logged iteration is whole.
         log(**kwargs)
-        if time.time() - started >= args.minutes * 60:
+        if stop_asked or time.time() - started >= args.minutes * 60:
             raise _BudgetSpent()
 
     runner.logger.log = log_then_check_the_clock
@@ -169,13 +174,15 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         runner.logger.log = log
-    print(f"mjlab_ppo: {runner.current_learning_iteration + 1} iterations in {time.time() - started:.0f} s", flush=True)
+    print(f"mjlab_ppo: {runner.current_learning_iteration + 1} iterations in {time.time() - started:.0f} s"
+          + (" (stopped by SIGTERM)" if stop_asked else ""), flush=True)
     env.close()
 
     record = {
         "kind": "mjlab_ppo", "command": " ".join(["python3 -m soaklab.bench.mjlab_ppo", *(argv or sys.argv[1:])]),
         "host": host_record(), "versions": {**versions(), **{name: _version(name) for name in ("mjlab", "rsl-rl-lib")}},
         "git": git_state(),
+        "stopped_by_signal": bool(stop_asked),
         "settings": {"device": args.device, "num_envs": args.num_envs, "minutes": args.minutes, "seed": args.seed,
                      "motion": str(args.motion), "task": "mjlab unitree_g1_flat_tracking_env_cfg",
                      "agent": "mjlab unitree_g1_tracking_ppo_runner_cfg (rsl-rl PPO)"},
