@@ -73,3 +73,23 @@ def test_without_mjlab_it_says_what_to_stage_and_writes_nothing(tmp_path) -> Non
     line = one_line(result.stderr)
     assert line.startswith("mjlab_ppo: error: mjlab: cannot import it") and "scripts/gpu/README.md" in line
     assert not (tmp_path / "out.json").exists() and not (tmp_path / "log").exists()
+
+
+def test_the_stand_ins_let_mjlab_import_headless_and_fail_on_use() -> None:
+    # A fresh interpreter: the stand-ins change sys.modules and the environment of whoever calls them.
+    probe = ("import os, sys\n"
+             "os.environ.pop('MUJOCO_GL', None)\n"
+             "from soaklab.bench.mjlab_ppo import stand_in_for_the_unused\n"
+             "stand_in_for_the_unused()\n"
+             "import imageio_ffmpeg, wandb\n"
+             "print(os.environ['MUJOCO_GL'], imageio_ffmpeg.get_ffmpeg_exe())\n"
+             "try:\n    wandb.init()\nexcept RuntimeError as exc:\n    print(exc)\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    if importlib.util.find_spec("imageio_ffmpeg") is None:
+        assert lines[0] == "disable ffmpeg"
+    else:
+        assert lines[0].startswith("disable ")
+    if importlib.util.find_spec("wandb") is None:
+        assert lines[1].startswith("wandb.init: wandb is not installed")
