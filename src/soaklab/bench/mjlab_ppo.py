@@ -39,6 +39,10 @@ from soaklab.host.info import git_state, host_record, versions
 TIMEOUT_SHARE_TARGET = 0.8
 TERMINATION_PREFIX = "Episode_Termination/"
 WARMUP_ITERATIONS = 10  # start-up, kernel compilation and the first rollouts: not steady state
+FINAL_WINDOW = 20  # iterations averaged for the final figures (one iteration's log is noisy)
+# mjlab's own tracking figures, beside the time-out share: comparable with soaklab's
+# Train/tracking/body_pos_error_m and episode length (mjlab's time limit is 10 s, 500 steps).
+TRACKING_TAGS = {"body_error_m": "Metrics/motion/error_body_pos", "episode_length": "Train/mean_episode_length"}
 
 
 MAX_ITERATIONS = 10**9  # learn() is ended by the wall-clock budget, not by a count
@@ -118,6 +122,16 @@ def summarise(frame: Any, started: float, num_envs: int, steps_per_env: int) -> 
     shares = timeout_shares(frame)
     wall = frame.groupby("step")["wall_time"].max()
     reached = next((step for step, share in sorted(shares.items()) if share >= TIMEOUT_SHARE_TARGET), None)
+    tracking = {name: frame[frame["tag"] == tag].sort_values("step").set_index("step")["value"]
+                for name, tag in TRACKING_TAGS.items()}
+
+    def at(name: str, step: int) -> float | None:
+        return float(tracking[name][step]) if step in tracking[name].index else None
+
+    def final(name: str) -> float | None:
+        tail = tracking[name].tail(FINAL_WINDOW)
+        return float(tail.mean()) if len(tail) else None
+
     return {
         "iterations": int(fps["step"].max()) + 1 if len(fps) else 0,
         "env_steps_per_iteration": num_envs * steps_per_env,
@@ -127,7 +141,9 @@ def summarise(frame: Any, started: float, num_envs: int, steps_per_env: int) -> 
         "timeout_share_reached_after_s": float(wall[reached] - started) if reached is not None else None,
         "timeout_share_reached_at_env_steps": (reached + 1) * num_envs * steps_per_env if reached is not None else None,
         "final_timeout_share": shares[max(shares)] if shares else None,
-        "curve": [{"iteration": step, "timeout_share": share, "seconds": float(wall[step] - started)}
+        **{f"final_{name}": final(name) for name in TRACKING_TAGS},
+        "curve": [{"iteration": step, "timeout_share": share, "seconds": float(wall[step] - started),
+                   **{name: at(name, step) for name in TRACKING_TAGS}}
                   for step, share in sorted(shares.items())],
     }
 
