@@ -103,3 +103,18 @@ def test_an_input_of_another_kind_is_named(tmp_path) -> None:
     result = join(tmp_path, mjlab, log, flashsac, phases, ceiling)
     assert result.returncode == 2 and f"--flashsac {flashsac}: cannot read it as JSON" in one_line(result.stderr)
     assert not (tmp_path / "sbs.json").exists()
+
+
+def test_a_json_missing_a_field_is_named(tmp_path) -> None:
+    mjlab, log = mjlab_inputs(tmp_path)
+    flashsac, phases, ceiling = flashsac_inputs(tmp_path)
+    phases.write_text(json.dumps({"steady_state": {"env_steps_per_s": 1.0}}))  # no end-to-end figure
+    result = join(tmp_path, mjlab, log, flashsac, phases, ceiling)
+    assert result.returncode == 2
+    assert "missing or malformed field 'end_to_end_env_steps_per_s'" in one_line(result.stderr)
+    flashsac, phases, ceiling = flashsac_inputs(tmp_path)
+    ceiling.write_text(json.dumps({"njmax": 256}))
+    result = join(tmp_path, mjlab, log, flashsac, phases, ceiling)
+    assert result.returncode == 2
+    assert f"--ceiling {ceiling}: missing or malformed field 'runs'" in one_line(result.stderr)
+    assert not (tmp_path / "sbs.json").exists()

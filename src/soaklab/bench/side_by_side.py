@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from soaklab.bench.mjlab_ppo import TIMEOUT_SHARE_TARGET, read_log, summarise
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state
+
+T = TypeVar("T")
 
 
 def load(path: Path, option: str, kind: str | None) -> dict[str, Any]:
@@ -39,6 +42,14 @@ def load(path: Path, option: str, kind: str | None) -> dict[str, Any]:
         found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
         raise InvalidInput(f"{option} {path}: kind {found!r}, expected {kind!r}")
     return payload
+
+
+def fields(build: Callable[[], T], inputs: str) -> T:
+    """build() over hand-written or truncated inputs: a missing field is named, not a traceback."""
+    try:
+        return build()
+    except (KeyError, IndexError, TypeError) as exc:
+        raise InvalidInput(f"{inputs}: missing or malformed field {exc}; expected the benchmark's own JSON") from exc
 
 
 def mjlab_results(record: dict[str, Any], log_dir: Path | None) -> dict[str, Any]:
@@ -149,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         if "steady_state" not in phases:
             raise InvalidInput(f"--phases {args.phases}: no steady_state; expected soaklab.bench.gpu_phases's JSON")
         ceilings = [load(path, "--ceiling", None) for path in args.ceiling]
-        rows = [flashsac_row(flashsac, phases), mjlab_row(mjlab, mjlab_results(mjlab, args.mjlab_log))]
+        rows = [fields(lambda: flashsac_row(flashsac, phases), f"--flashsac {args.flashsac} / --phases {args.phases}"),
+                fields(lambda: mjlab_row(mjlab, mjlab_results(mjlab, args.mjlab_log)), f"--mjlab {args.mjlab}")]
+        for path, ceiling in zip(args.ceiling, ceilings, strict=True):
+            fields(lambda ceiling=ceiling: ceiling_at([ceiling], 0), f"--ceiling {path}")
         if len({row["num_envs"] for row in rows}) != 1:
             raise InvalidInput(f"--mjlab {args.mjlab}: {rows[1]['num_envs']} envs, FlashSAC's run "
                                f"{rows[0]['num_envs']}; a side-by-side compares the same count")
