@@ -379,6 +379,13 @@ def figure_text(value: Any) -> str:
 READS_WRITES: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # filled below the commands
 
 
+def _solver_caps(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        raise InvalidInput(f"--solver-caps {text}: a comma list of whole iteration counts, e.g. 10,25") from None
+
+
 def cmd_bench_backend(args: argparse.Namespace) -> int:
     from soaklab.bench.backend import ProbeSettings, run_probe
     from soaklab.config.run_config import assets_record
@@ -387,7 +394,7 @@ def cmd_bench_backend(args: argparse.Namespace) -> int:
     assert assets is not None
     settings = ProbeSettings(num_envs=args.num_envs, warmup=args.warmup, iters=args.iters, threads=args.threads,
                              seed=args.seed, torch_threads=args.torch_threads, scene=Path(assets["scene"]),
-                             motion=Path(assets["motion"]))
+                             motion=Path(assets["motion"]), solver_caps=_solver_caps(args.solver_caps))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     run_probe(backends, settings, args.output, args.argv)
     print(f"bench: wrote {args.output}")
@@ -686,6 +693,8 @@ def add_bench_commands(sub: Any) -> None:
     probe.add_argument("--seed", type=int, default=1, help="env seed")
     probe.add_argument("--torch-threads", type=int, default=1,
                        help="torch intra-op threads (1: the physics threads own the cores)")
+    probe.add_argument("--solver-caps", default="",
+                       help="comma list: MJWarp's raw ceiling again with the solver's iteration limit lowered to each")
     probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"),
                        help="where the scene and clip are")
     probe.add_argument("--output", type=Path, required=True, help="the benchmark JSON")

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from soaklab.bench.backend import solver_counts
 from tests.conftest import one_line
 
 
@@ -32,6 +33,9 @@ def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
     (("--num-envs", "0"), "--num-envs 0"),
     (("--iters", "0"), "--iters 0"),
     (("--torch-threads", "0"), "--torch-threads 0"),
+    (("--solver-caps", "10,x"), "--solver-caps 10,x"),
+    (("--solver-caps", "0"), "--solver-caps 0"),
+    (("--solver-caps", "10"), "--solver-caps: measured on the MJWarp ceiling only"),
 ])
 def test_bad_flags_fail_closed(cli, g1_assets, tmp_path, flags, words):
     out = tmp_path / "probe.json"
@@ -48,3 +52,13 @@ def test_missing_manifest_fails_closed(cli, tmp_path):
     result = cli("bench", "backend", "--num-envs", "4", "--assets-manifest", tmp_path / "none.json",
                  "--output", tmp_path / "p.json")
     assert result.code == 2 and "soaklab assets pull" in one_line(result.err)
+
+
+def test_solver_counts_say_how_far_the_slowest_world_sits_from_the_rest():
+    # Two steps of four worlds: the loop runs as long as the slowest world needs.
+    steps = [torch.tensor([2, 3, 2, 10], dtype=torch.int32), torch.tensor([3, 3, 2, 4], dtype=torch.int32)]
+    counts = solver_counts(steps, limit=10)
+    assert counts["limit"] == 10 and counts["world_mean"] == pytest.approx(29 / 8)
+    assert counts["world_median"] == 3 and counts["slowest_world_max"] == 10
+    assert counts["slowest_world_median"] == 4  # torch's median of (10, 4) is the lower one
+    assert counts["at_limit_share"] == pytest.approx(1 / 8)

@@ -11,6 +11,13 @@ qpos, qvel, solver warm start and controls are recorded and restored), since the
 cost of a physics step depends on the state (contacts, solver iterations); the
 free-running rate of the same graph from the env's last state is reported
 beside it. Phases and ceilings are timed with CUDA events, medians.
+
+mujoco_warp's constraint solver loops (a CUDA graph conditional) until every world
+has converged or the model's iteration limit is hit, so the slowest world sets the
+cost of all. The MJWarp probe reports the per-world iteration counts it saw and,
+for each `--solver-caps` value, the raw ceiling replayed from the same states with
+the limit lowered to it: what capping the solver (mjlab's G1 uses 10) would buy
+the physics, measured, before anyone weighs what it costs the physics' fidelity.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ class ProbeSettings:
     torch_threads: int
     scene: Path
     motion: Path
+    solver_caps: tuple[int, ...] = ()
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -137,6 +145,15 @@ def _cuda_ms(pairs: list[tuple[Any, Any]]) -> float:
     return statistics.median(start.elapsed_time(end) for start, end in pairs)
 
 
+def solver_counts(samples: list[torch.Tensor], limit: int) -> dict[str, Any]:
+    """Per-world solver iterations, one [worlds] tensor per timed step (the last substep's counts):
+    how far the slowest world sits from the typical one, and how often a world ran to the limit."""
+    counts = torch.stack([c.to("cpu", torch.float64) for c in samples])  # [steps, worlds]
+    return {"limit": limit, "world_mean": float(counts.mean()), "world_median": float(counts.median()),
+            "slowest_world_median": float(counts.max(dim=1).values.median()),
+            "slowest_world_max": int(counts.max()), "at_limit_share": float((counts >= limit).double().mean())}
+
+
 def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
     """The env on MJWarp, phases timed with CUDA events; then, in the same run and on the same
     worlds and sizes, the raw ceiling: `decimation` mujoco_warp steps in one CUDA graph, no task."""
@@ -164,6 +181,8 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
     state_views = [wp.to_torch(getattr(d, name)) for name in ("qpos", "qvel", "qacc_warmstart", "ctrl")
                    if hasattr(d, name)]
     starts: list[list[torch.Tensor]] = []
+    niter = wp.to_torch(d.solver_niter)
+    seen: list[torch.Tensor] = []
     wall = time.perf_counter()
     for marks in events:
         a = actions()
@@ -175,6 +194,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         marks[2].record()
         env.evaluate(a)
         marks[3].record()
+        seen.append(niter.clone())  # outside the timed span, in stream order after the step
     torch.cuda.synchronize()
     wall_s = (time.perf_counter() - wall) / s.iters
     phases = {f"{n}_ms": _cuda_ms([(m[i], m[i + 1]) for m in events]) for i, n in enumerate(names)}
@@ -186,20 +206,39 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         with wp.ScopedCapture() as capture:
             backend._physics_ops()
         free_ms = statistics.median(warp_replay_ms(capture.graph, s.iters))
-    # ... and from each state the env stepped from (restored on torch's stream, then the graph).
-    replay_pairs = []
-    for start in starts:
-        for view, saved in zip(state_views, start, strict=True):
-            view.copy_(saved)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        backend._launch(None, capture.graph)
-        end.record()
-        replay_pairs.append((begin, end))
-    torch.cuda.synchronize()
-    raw_ms = _cuda_ms(replay_pairs)
 
-    diagnostics = env.diagnostics()
+    def replayed(graph: Any) -> tuple[float, list[torch.Tensor]]:
+        """The graph from each state the env stepped from (restored on torch's stream): median ms."""
+        pairs, counts = [], []
+        for start in starts:
+            for view, saved in zip(state_views, start, strict=True):
+                view.copy_(saved)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            backend._launch(None, graph)
+            end.record()
+            pairs.append((begin, end))
+            counts.append(niter.clone())
+        torch.cuda.synchronize()
+        return _cuda_ms(pairs), counts
+
+    raw_ms, _ = replayed(capture.graph)
+    diagnostics = env.diagnostics()  # before the capped replays, whose worlds set ITERATIONS overflow bits
+    limit = int(backend.m.opt.iterations)
+    capped = []
+    for cap in s.solver_caps:
+        # The limit is a launch argument of the solver's iteration kernel, read when a graph is
+        # captured: lowering it needs no new kernels, only a new capture. Worlds that reach it set
+        # mujoco_warp's ITERATIONS overflow bit (and print), which nothing here reads.
+        backend.m.opt.iterations = cap
+        with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
+            with wp.ScopedCapture() as capped_capture:
+                backend._physics_ops()
+        cap_ms, cap_counts = replayed(capped_capture.graph)
+        capped.append({"solver_iterations": cap, "iteration_ms": cap_ms,
+                       "env_steps_per_s": s.num_envs / (cap_ms / 1e3),
+                       "solver": solver_counts(cap_counts, cap)})
+    backend.m.opt.iterations = limit
     env.close()
     env_rate = s.num_envs / (iteration_ms / 1e3)
     ceiling = s.num_envs / (raw_ms / 1e3)
@@ -219,6 +258,9 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         "raw": {"iteration_ms": raw_ms, "from": "the env's own states (replayed)",
                 "free_running_iteration_ms": free_ms,
                 "free_running_env_steps_per_s": s.num_envs / (free_ms / 1e3)},
+        "solver": {**solver_counts(seen, limit), "ls_limit": int(backend.m.opt.ls_iterations),
+                   "tolerance": float(backend.model.opt.tolerance)},
+        "raw_capped": capped,
         "overflow_worlds": overflow,
         "backend_diagnostics": diagnostics,
     }
@@ -239,6 +281,11 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
     if settings.torch_threads < 1:
         raise InvalidInput(f"--torch-threads {settings.torch_threads}: must be >= 1")
     torch.set_num_threads(settings.torch_threads)
+    bad_caps = [c for c in settings.solver_caps if c < 1]
+    if bad_caps:
+        raise InvalidInput(f"--solver-caps {bad_caps[0]}: each cap must be >= 1 solver iteration")
+    if settings.solver_caps and "mjwarp" not in backends:
+        raise InvalidInput("--solver-caps: measured on the MJWarp ceiling only; add --backends mjwarp")
     if settings.threads is not None and settings.threads < 1:
         raise InvalidInput(f"--threads {settings.threads}: must be >= 1")
     if "mjwarp" in backends and not torch.cuda.is_available():
@@ -260,7 +307,8 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
         "git": git_state(),
         "torch_threads": torch.get_num_threads(),
         "settings": {"num_envs": settings.num_envs, "warmup": settings.warmup, "iters": settings.iters,
-                     "threads": settings.threads, "seed": settings.seed},
+                     "threads": settings.threads, "seed": settings.seed,
+                     "solver_caps": list(settings.solver_caps)},
         "results": results,
     }
     write_json_atomic(output, record)
