@@ -57,6 +57,28 @@ def test_last_window_means_csv_and_plot(cli, full_run, tmp_path):
     assert "Perf/total_fps" in html.read_text()
 
 
+def test_lump_logged_collector_phases_are_read_per_iteration(cli, tmp_path):
+    # As on the GPU: the collector publishes its phase times every 100 iterations, 0 in between.
+    iterations, every = 1000, 100
+    tags = {tag: [2.0] * iterations for tag in EXPECTED_TAGS}
+    lumped = {"Perf/collector_env_step_ms": 9.0, "Perf/collector_action_wait_ms": 1.5}
+    for tag, per_iteration in lumped.items():
+        tags[tag] = [per_iteration * every if (step + 1) % every == 0 else 0.0 for step in range(iterations)]
+    tags["Perf/collector_ingress_write_ms"] = [0.0] * (iterations - 1) + [5.0]  # published once: no rate
+    out = tmp_path / "m.json"
+    result = cli("metrics", make_run(tmp_path, tags), "--last", "20", "--out", out)
+    assert result.code == 0, result.err
+    metrics = json.loads(out.read_text())
+    assert schema_errors("metrics", metrics) == []
+    phases = metrics["phases_ms"]
+    assert phases["collector_env_step"] == pytest.approx(9.0)
+    assert phases["collector_action_wait"] == pytest.approx(1.5)
+    assert phases["collector_ingress_write"] is None
+    assert phases["learner_update"] == pytest.approx(2.0)
+    # The raw window is still the mean of the rows themselves.
+    assert metrics["metrics"]["Perf/collector_env_step_ms"]["mean"] == pytest.approx(9.0 * every / 20)
+
+
 def test_missing_tags_are_null_and_listed_and_nan_never_written(cli, tmp_path):
     run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0], "Loss/critic": [1.0, math.nan]})
     out = tmp_path / "m.json"

@@ -21,8 +21,8 @@ from pathlib import Path
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
+from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
-from soaklab.records.snapshot import accumulated_per_iteration
 
 TARGET_ENV_STEPS_PER_S = 100_000
 STEADY_FROM = 1000  # iterations: past learning_starts, compilation and the first checkpoint

@@ -12,7 +12,8 @@ import pandas as pd
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.events import check_tags, current_tags, event_file, metric_schema, read_events, verify_records
-from soaklab.metrics.tags import ITERATION_TAG
+from soaklab.metrics.lumps import accumulated_per_iteration
+from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
 from soaklab.schemas import validate_artifact
 
 METRICS_SCHEMA_VERSION = 1
@@ -58,6 +59,20 @@ def windows(frame: pd.DataFrame, last: int) -> tuple[dict[str, dict[str, Any]], 
     return out, non_finite
 
 
+def phases_ms(frame: pd.DataFrame, values: dict[str, dict[str, Any]], last: int) -> dict[str, float | None]:
+    """Each phase's time per iteration: the window mean, or for the collector's lump-logged phases
+    (ACCUMULATED_TAGS) their lumps over the iterations they cover, at least the last `last` (a mean
+    of rows that are 0 between publications would say 0 or 100 times the truth)."""
+    out: dict[str, float | None] = {}
+    for name, tag in PHASES.items():
+        if tag in ACCUMULATED_TAGS:
+            value = accumulated_per_iteration(frame[frame["tag"] == tag], cover=last)
+            out[name] = None if value is None else finite(value)
+        else:
+            out[name] = (values.get(tag) or {}).get("mean")
+    return out
+
+
 def run_facts(run_dir: Path) -> dict[str, Any]:
     summary = json.loads((run_dir / "run_summary.json").read_text())
     wall, steps = summary.get("training_wall_time_sec"), summary.get("total_env_steps")
@@ -94,7 +109,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         "metrics": {**values, **dict.fromkeys(missing)},
         "missing": missing,
         "non_finite": non_finite,
-        "phases_ms": {name: (values.get(tag) or {}).get("mean") for name, tag in PHASES.items()},
+        "phases_ms": phases_ms(frame, values, last),
         "tracking": {name: (values.get(tag) or {}).get("mean") for name, tag in TRACKING.items()},
     }
     validate_artifact("metrics", metrics)

@@ -19,6 +19,7 @@ import pandas as pd
 from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.metrics.events import event_file, read_events
+from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
 from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun
 
@@ -88,16 +89,6 @@ def compared_versions(context: dict[str, Any], sim: str) -> dict[str, str | None
     if out["python"]:
         out["python"] = ".".join(str(out["python"]).split(".")[:2])
     return out
-
-
-def accumulated_per_iteration(points: pd.DataFrame) -> float | None:
-    """A lump-logged phase time (ACCUMULATED_TAGS) per iteration over a window of its points: the
-    lumps after the window's first publication over the iterations they cover (the first lump
-    holds time from before the window)."""
-    published = points[points["value"] != 0].sort_values("step")
-    if len(published) < 2:
-        return None
-    return float(published["value"].iloc[1:].sum()) / float(published["step"].iloc[-1] - published["step"].iloc[0])
 
 
 def _steady(frame: pd.DataFrame, tag: str) -> float | None:
