@@ -154,10 +154,15 @@ def test_steady_state_steps_never_synchronise_the_host(tracking):
 def test_the_backend_takes_the_priority_of_the_stream_that_builds_it(tracking):
     """training.collector_stream_priority=high: the collector builds its envs under a high-priority
     torch stream (rl/collector.py), and warp's stream for the physics follows it."""
+    from dataclasses import replace
+
     from soaklab.rl.collector import collector_stream
 
     model, decimation = tracking
-    config = {"env": {"collector_tensor_device": "cuda:0"}, "training": {"collector_stream_priority": "high"}}
+    # collector_stream reads the typed run (not a mapping): a CUDA carrier asking for high priority.
+    run = compose("flashsac", "g1_motion_tracking", "mjwarp", []).run
+    config = replace(run, env=replace(run.env, collector_tensor_device="cuda:0"),
+                     training=replace(run.training, collector_stream_priority="high"))
     stream = collector_stream(config)
     assert stream is not None and stream.priority < 0
     with torch.cuda.stream(stream):
@@ -168,5 +173,5 @@ def test_the_backend_takes_the_priority_of_the_stream_that_builds_it(tracking):
         high.step()
     torch.cuda.synchronize()
     assert torch.isfinite(high.state).all()
-    config["training"]["collector_stream_priority"] = "default"
-    assert collector_stream(config) is None
+    default = replace(config, training=replace(config.training, collector_stream_priority="default"))
+    assert collector_stream(default) is None
