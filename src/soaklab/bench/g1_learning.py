@@ -48,6 +48,12 @@ MANIFEST = Path("results/assets/manifest.json")
 CURVES = {"return": "Train/mean_reward", "episode_length": "Train/episode_length",
           "timeout_fraction": "Train/timeout_fraction", "body_pos_error_m": "Train/tracking/body_pos_error_m",
           "joint_pos_error_rad": "Train/tracking/joint_pos_error_rad"}
+# A motion library's per-clip tags (soaklab.tasks.metrics.per_clip_metrics, logged as Train/<name>):
+# episode ends, from which each clip's time-out share is computed as the run-wide one is, and tracking.
+CLIP_TAG = "Train/clip/"
+CLIP_TAGS = {"terminated": "episodes/terminated", "truncated": "episodes/truncated",
+             "body_pos_error_m": "tracking/body_pos_error_m"}
+CLIP_CURVES = ("timeout_fraction", "body_pos_error_m")
 SMOOTH = 20  # points of the logged curves averaged per plotted point
 
 
@@ -104,22 +110,51 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def clip_labels_logged(tags: Any) -> list[str]:
+    """The clips of a motion library run, from its Train/clip/<label>/... tags (none for one clip)."""
+    return sorted({tag.split("/")[2] for tag in tags if tag.startswith(CLIP_TAG) and tag.count("/") >= 3})
+
+
+def clip_curve_keys(labels: list[str]) -> list[str]:
+    return [f"clip/{label}/{key}" for label in labels for key in CLIP_CURVES]
+
+
 def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
+    """One point per logged iteration: the whole run's curves, then (a motion library) each clip's
+    time-out share and tracking error, which the run-wide figures blend: a short clip's many ends
+    outweigh a long clip's few in the run-wide time-out share."""
     frame = current_tags(read_events(event_file(run_dir))[0])  # schema-1 runs too
     num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
         if (run_dir / "run_config.json").is_file() else None
     time_points = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
     t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0] / 1e3)
-    table = frame[frame["tag"].isin(CURVES.values())].pivot_table(index="step", columns="tag", values="value")
+    labels = clip_labels_logged(frame["tag"].unique())
+    clip_tags = [f"{CLIP_TAG}{label}/{tag}" for label in labels for tag in CLIP_TAGS.values()]
+    table = frame[frame["tag"].isin([*CURVES.values(), *clip_tags])].pivot_table(
+        index="step", columns="tag", values="value")
     walls = frame[frame["tag"] == ITERATION_TAG].set_index("step")["wall_time"]
+
+    def value(row: Any, tag: str) -> float | None:
+        got = row.get(tag)
+        return None if got is None or got != got else float(got)
+
     points = []
     for step, row in table.iterrows():
         point: dict[str, Any] = {"iteration": int(step), "wall_s": round(float(walls.get(step, float("nan")) - t0), 2)}
         for name, tag in CURVES.items():
-            value = row.get(tag)
-            point[name] = None if value is None or value != value else float(value)
+            point[name] = value(row, tag)
+        for label in labels:
+            got = {name: value(row, f"{CLIP_TAG}{label}/{tag}") for name, tag in CLIP_TAGS.items()}
+            ended = (got["terminated"] or 0.0) + (got["truncated"] or 0.0)
+            point[f"clip/{label}/timeout_fraction"] = (got["truncated"] or 0.0) / ended if ended > 0 else None
+            point[f"clip/{label}/body_pos_error_m"] = got["body_pos_error_m"]
         points.append(point)
     return points, num_envs
+
+
+def clips_of(points: list[dict[str, Any]]) -> list[str]:
+    """The clip labels a curve carries per-clip figures for."""
+    return sorted({key.split("/")[1] for key in (points[0] if points else {}) if key.startswith("clip/")})
 
 
 def smoothed(points: list[dict[str, Any]], key: str) -> list[tuple[float, float, float]]:
@@ -153,6 +188,10 @@ def plot(record: dict[str, Any], path: Path) -> None:
                                               (lambda s: s[1] * num_envs / 1e6, "env steps (M)"))):
             ax = axes[row, col]
             ax.plot([x_of(s) for s in series], [s[2] for s in series], label=record["label"], linewidth=1)
+            for clip in clips_of(points) if key in CLIP_CURVES else ():
+                per_clip = smoothed(points, f"clip/{clip}/{key}")
+                ax.plot([x_of(s) for s in per_clip], [s[2] for s in per_clip], label=clip, linewidth=0.8,
+                        linestyle="-.")
             for name, style in (("zero_action", ":"), ("kinematic_replay", "--")):
                 value = (base.get(name) or {}).get(key)
                 if value is not None:
@@ -161,7 +200,7 @@ def plot(record: dict[str, Any], path: Path) -> None:
             ax.grid(alpha=0.3)
             if row == len(panels) - 1:
                 ax.set_xlabel(xlabel)
-            if row == 0:
+            if row == 0 or (key in CLIP_CURVES and clips_of(points)):
                 ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"{record['label']}: {record['train_command']}", fontsize=7)
     fig.tight_layout()
@@ -200,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "run_dir": str(args.keep_run) if args.keep_run is not None else None,
         "num_envs": num_envs, "completed_iterations": summary["completed_iterations"],
         "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
-        "final": {key: window_mean(points, key) for key in CURVES},
+        "final": {key: window_mean(points, key) for key in (*CURVES, *clip_curve_keys(clips_of(points)))},
         "baselines": json.loads(baselines_path.read_text()) if baselines_path.is_file() else None,
         "curve": points[:: max(1, len(points) // 2000)],
     }
