@@ -22,7 +22,7 @@ echo $$ >/root/tracking.pid
 work=/root/tracking-work
 logs=$work/evidence
 minutes=${MINUTES:-10}
-runs=${RUNS:-largebox library}  # one alone has the whole GPU: RUNS=largebox MINUTES=10, RUNS=library MINUTES=25
+runs=${RUNS:-largebox library}  # one alone has the whole GPU: RUNS=largebox MINUTES=10, RUNS=library MINUTES=20 (the hold is 30 minutes; warm-up and evaluation take 8)
 for label in $runs; do  # before anything is started or removed
   case $label in largebox | library) ;; *) echo "RUNS: $label: expected largebox and/or library" >&2; rm -f /root/tracking.pid; exit 2 ;; esac
 done
