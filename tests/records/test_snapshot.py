@@ -43,3 +43,17 @@ def test_collector_phase_is_the_window_sum_per_iteration(frame) -> None:
 def test_per_iteration_phases_are_medians_over_the_second_half(frame) -> None:
     assert figure_value(frame, timing("learner_update_ms"), 1024) == pytest.approx(13.0)
     assert figure_value(frame, timing("iteration_ms"), 1024) == pytest.approx(14.0)
+
+
+def test_a_cpu_machine_kind_names_the_instruction_set() -> None:
+    """Two VMs both called "AMD EPYC" x2, one with AVX-512 and one with AVX2 only, are two kinds: the
+    ci-dag record's bits differ between them. A soak JSON from before the capability was recorded
+    keeps the kind its record was filed under."""
+    from soaklab.records.snapshot import machine_kind
+
+    avx2 = {"host": {"cpu_model": "AMD EPYC", "cores": 2, "cpu_capability": "AVX2"}}
+    avx512 = {"host": {"cpu_model": "AMD EPYC", "cores": 2, "cpu_capability": "AVX512"}}
+    assert machine_kind(avx2, "cpu") == "cpu: AMD EPYC x2, AVX2"
+    assert machine_kind(avx512, "cpu") != machine_kind(avx2, "cpu")
+    assert machine_kind({"host": {"cpu_model": "AMD EPYC", "cores": 2}}, "cpu") == "cpu: AMD EPYC x2"
+    assert machine_kind({**avx2, "gpus": [{"name": "NVIDIA H200"}]}, "gpu") == "gpu: NVIDIA H200 x1"

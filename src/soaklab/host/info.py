@@ -20,6 +20,15 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch to here ("AVX2", "AVX512", "DEFAULT", ...;
+    ATEN_CPU_CAPABILITY lowers it). Float results differ in the last bits between these, so a bitwise
+    record is kept per capability (docs/records.md)."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
 def usable_cpus() -> tuple[int, ...]:
     """The CPU ids this process may run on (its affinity), in order."""
     if hasattr(os, "sched_getaffinity"):
@@ -62,5 +71,6 @@ def versions() -> dict[str, str | None]:
 
 
 def host_record() -> dict[str, Any]:
-    return {"cpu_model": cpu_model(), "cores": usable_cores(), "machine": platform.machine(),
+    return {"cpu_model": cpu_model(), "cores": usable_cores(), "cpu_capability": cpu_capability(),
+            "machine": platform.machine(),
             "system": platform.system(), "hostname": platform.node()}

@@ -72,14 +72,17 @@ def weights_digest(checkpoint: Path) -> str:
 
 
 def machine_kind(context: dict[str, Any], machine: str) -> str:
-    """The kind of machine a run's figures belong to: the GPUs (name and count) for a gpu record, the
-    CPU model and its usable cores for a cpu record (CPU kernels differ by instruction set)."""
+    """The kind of machine a run's figures belong to: the GPUs (name and count) for a gpu record; for
+    a cpu record the CPU model, its usable cores and the instruction set torch's kernels dispatch to.
+    The model alone does not fix the bits: one "AMD EPYC" VM has AVX-512, the next only AVX2."""
     if machine == "gpu":
         gpus = context.get("gpus") or []
         names = sorted({g.get("name", "?") for g in gpus})
         return f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
     host = context.get("host") or {}
-    return f"cpu: {host.get('cpu_model', '?')} x{host.get('cores', '?')}"
+    kind = f"cpu: {host.get('cpu_model', '?')} x{host.get('cores', '?')}"
+    # A soak JSON from before the capability was recorded keeps the kind its record was filed under.
+    return f"{kind}, {host['cpu_capability']}" if host.get("cpu_capability") else kind
 
 
 def compared_versions(context: dict[str, Any], sim: str) -> dict[str, str | None]:
