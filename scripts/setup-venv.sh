@@ -27,10 +27,8 @@ else
     elif ! "${pip[@]}" install --dry-run --no-deps --quiet "$torch_cpu" >/dev/null 2>&1; then
         index=(--extra-index-url "https://download.pytorch.org/whl/cpu")
     fi
-    # --no-compile: pip byte-compiles every file of every wheel (torch's thousands); Python compiles
-    # only what is imported, once, on first import. On CI's two cores: 153 s of set-up with, 105 without.
     echo "setup: no NVIDIA GPU; the locked CPU stack (requirements/cpu.lock)${index:+ with ${index[1]}}"
-    "${pip[@]}" install --no-compile --require-hashes -r requirements/cpu.lock "${index[@]}"
-    "${pip[@]}" install --no-compile --no-deps -e .
+    "${pip[@]}" install --require-hashes -r requirements/cpu.lock "${index[@]}"
+    "${pip[@]}" install --no-deps -e .
 fi
 echo "setup: done ($("$venv/bin/python" -c 'import torch, mujoco; print("torch", torch.__version__, "mujoco", mujoco.__version__)'))"
