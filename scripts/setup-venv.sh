@@ -27,6 +27,8 @@ else
     elif ! "${pip[@]}" install --dry-run --no-deps --quiet "$torch_cpu" >/dev/null 2>&1; then
         index=(--extra-index-url "https://download.pytorch.org/whl/cpu")
     fi
+    # pip byte-compiles at install (48 of the set-up's 153 s on two cores), and it must: with
+    # PYTHONDONTWRITEBYTECODE set (CI sets it) nothing compiled on import is kept (pytest 1011 -> 1574 s).
     echo "setup: no NVIDIA GPU; the locked CPU stack (requirements/cpu.lock)${index:+ with ${index[1]}}"
     "${pip[@]}" install --require-hashes -r requirements/cpu.lock "${index[@]}"
     "${pip[@]}" install --no-deps -e .

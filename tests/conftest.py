@@ -32,6 +32,20 @@ class CliResult:
     err: str
 
 
+# The longest modules, longest first (`pytest --durations` on two cores, 2026-12-04: 120-300 s
+# each). xdist hands out whole modules (--dist loadscope) in collection order, and tests/workflow/
+# sorts last: its Slurm sweep was running alone on one worker for the suite's last two minutes.
+LONGEST_FIRST = ("tests/soak/test_monitor.py", "tests/workflow/test_dag.py", "tests/workflow/test_sweeps.py",
+                 "tests/workflow/test_slurm.py", "tests/rl/test_ranks.py", "tests/rl/test_runtime.py",
+                 "tests/rl/test_reproducible.py", "tests/support/test_matrix.py", "tests/workflow/test_records.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {module: n for n, module in enumerate(LONGEST_FIRST)}
+    # A stable sort: every other module keeps its place.
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run `soaklab ARGS` in this process (the real entry point); optional simulated host."""
