@@ -8,7 +8,7 @@ from typing import Any
 
 from soaklab.config.run_config import ResolvedRun
 from soaklab.files.jsonfiles import sha256_file
-from soaklab.host.info import cpu_capability, cpu_model, git_state, usable_cores, versions
+from soaklab.host.info import cpu_identity, git_state, versions
 from soaklab.soak import gpu
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -21,7 +21,7 @@ def soak_context(resolved: ResolvedRun) -> dict[str, Any]:
     return {
         # The commit of the code that ran, found from this package's own source directory.
         **{f"soaklab_{k}": v for k, v in git_state(SOURCE_DIR).items()},
-        "host": {"cpu_model": cpu_model(), "cores": usable_cores(), "cpu_capability": cpu_capability()},
+        "host": cpu_identity(),
         "gpus": gpus,
         "versions": versions(),
         "asset_manifest": manifest,
