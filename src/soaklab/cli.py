@@ -138,6 +138,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
+    from soaklab.host import numerics
+
+    profile = None
+    if args.numerics is not None:
+        try:
+            profile = numerics.parse_profile("--numerics", args.numerics)
+        except numerics.ProfileError as exc:
+            raise InvalidInput(str(exc)) from None
+        applied = numerics.apply(profile)  # before anything below imports torch; the trainer inherits it
     from soaklab.soak.monitor import Monitor, resolve_request
     from soaklab.soak.request import SoakRequest, check_budget
 
@@ -154,7 +163,11 @@ def cmd_soak(args: argparse.Namespace) -> int:
                           extra_overrides=tuple(args.extra_override), budget=budget, log_dir=args.log_dir,
                           output=args.output, evidence_dir=args.evidence_dir)
     resolved = resolve_request(request)
-    monitor = Monitor(request, resolved, args.argv)
+    if profile is not None and resolved.run.env.num_threads != profile.threads:
+        raise InvalidInput(f"--numerics: threads {profile.threads}, but the run's env.num_threads is "
+                           f"{resolved.run.env.num_threads}; the profile fixes both "
+                           f"(set env.num_threads={profile.threads})")
+    monitor = Monitor(request, resolved, args.argv, numerics=applied if profile is not None else None)
     soak = monitor.run()
     if monitor.write_errors:  # the verdict exists only in this process: the run cannot count as passed
         print(f"soak: failed: {soak['status']} but not recorded ({monitor.write_errors[0]})", file=sys.stderr)
@@ -268,7 +281,8 @@ def cmd_record_check(args: argparse.Namespace) -> int:
         state = f"artifacts of record of {', '.join(s.name for s in sets)}" if sets else "no artifacts of record yet"
         print(f"record {name}: ok ({record.machine}, {record.algo}/{record.task}/{record.sim}, seeds "
               f"{', '.join(str(r.seed) for r in record.runs)}, {len(record.figures)} figures"
-              f"{', exact series' if record.exact else ''}; {state})")
+              f"{', exact series' if record.exact else ''}"
+              f"{f', numerics {record.numerics.label}' if record.numerics else ''}; {state})")
     return 0
 
 
@@ -302,7 +316,8 @@ def cmd_record_verdict(args: argparse.Namespace) -> int:
 
     comparison = read_comparison(args.comparison)
     print("\n".join(verdict_lines(comparison)))
-    if comparison["verdict"] in ("fail", "incomplete"):
+    # A reproduction that cannot be judged bit for bit is still judged on its learning figures.
+    if comparison["verdict"] in ("fail", "incomplete") or comparison.get("statistics") == "fail":
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(comparison["verdict"] + "\n")
@@ -548,6 +563,9 @@ def add_run_commands(sub: Any) -> None:
     soak.add_argument("--log-dir", type=Path, required=True, help="the run dir (new or empty)")
     soak.add_argument("--output", type=Path, required=True, help="the soak JSON")
     soak.add_argument("--evidence-dir", type=Path, help="also copy the evidence here (kept when a DAG job fails)")
+    soak.add_argument("--numerics", metavar="JSON",
+                      help="a numerics profile to run under ({\"cpu_capability\": \"avx2\", \"threads\": 2, "
+                           "\"task_terms\": \"inductor\"}; docs/records.md): a bitwise record's runs carry one")
     soak.set_defaults(func=cmd_soak)
 
 

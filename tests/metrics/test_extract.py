@@ -79,15 +79,34 @@ def test_lump_logged_collector_phases_are_read_per_iteration(cli, tmp_path):
     assert metrics["metrics"]["Perf/collector_env_step_ms"]["mean"] == pytest.approx(9.0 * every / 20)
 
 
-def test_missing_tags_are_null_and_listed_and_nan_never_written(cli, tmp_path):
-    run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0], "Loss/critic": [1.0, math.nan]})
+def test_missing_tags_are_null_and_listed(cli, tmp_path):
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0], "Loss/critic": [1.0, 0.5]})
     out = tmp_path / "m.json"
     assert cli("metrics", run, "--last", "2", "--out", out).code == 0
-    text = out.read_text()
-    assert "NaN" not in text
-    metrics = json.loads(text)
+    metrics = json.loads(out.read_text())
     assert metrics["metrics"]["Train/mean_reward"] is None and "Train/mean_reward" in metrics["missing"]
-    assert metrics["metrics"]["Loss/critic"]["mean"] is None and metrics["non_finite"] == ["Loss/critic"]
+    assert metrics["non_finite"] == []
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_series_holding_a_non_finite_value_is_refused_naming_it(cli, tmp_path, bad):
+    """A NaN anywhere in a series (not only in the last window) fails closed: exit 2, one line naming
+    the series and the step, and no metrics JSON."""
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0, 3.0, 4.0], "Loss/critic": [1.0, bad, 0.5, 0.4]})
+    out = tmp_path / "m.json"
+    result = cli("metrics", run, "--last", "2", "--out", out)
+    assert result.code == 2 and not out.exists()
+    line = one_line(result.err)
+    assert "series Loss/critic holds a non-finite value" in line and "at step 1" in line
+
+
+def test_a_run_that_ended_non_finite_is_refused(cli, tmp_path):
+    exception = {"type": "NonFinite", "message": "non-finite reward at iteration 3"}
+    summary = {"status": "failed", "metric_schema_version": METRIC_SCHEMA_VERSION,
+               "runtime_manifest": {"shutdown": {"classification": "non_finite", "exception": exception}}}
+    run = make_run(tmp_path, {"Perf/total_fps": [1.0, 2.0]}, summary=summary)
+    result = cli("metrics", run, "--out", tmp_path / "m.json")
+    assert result.code == 2 and "ended non_finite: non-finite reward at iteration 3" in one_line(result.err)
 
 
 def test_legacy_run_is_read_only_when_asked(cli, tmp_path):

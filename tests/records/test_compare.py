@@ -71,3 +71,33 @@ def test_compare_verdicts_and_not_comparable():
     assert {row["verdict"] for row in other["figures"]} == {"not_comparable"}
     machine = compare(record, provenance, {"seed1": snap}, {"seed1": _snap(snap["series"], 100.0, machine="cpu: Y x8")})
     assert machine["verdict"] == "not_comparable" and "machine kind" in machine["reason"]
+
+
+def test_a_host_without_the_profile_is_not_comparable_in_one_line_and_its_statistics_are_judged():
+    """Bits and speeds belong to a machine kind; the learning figures are distributions over seeds, judged
+    on any host: the verdict stays not_comparable, `statistics` says whether the run learns as it did."""
+    figures = (Figure("env_steps_per_s", "ratio", band=(0.5, 2.0)),
+               Figure("mean_reward", "bootstrap", tolerance=0.05, relative=True, at_env_steps=480))
+    record = _record(True, figures)
+    kind = "cpu: x86_64 AVX2, 2 threads, inductor task terms"
+    recorded = _snap({"Loss/critic": [[0, 1.0]]}, 100.0, machine=kind)
+    recorded["figures"]["mean_reward@480"] = 0.50
+    provenance = {"machine_kind": kind, "versions": recorded["versions"], "commit": "c"}
+    lacking = "this CPU has no avx2, fma; the profile runs AVX2"
+    now = _snap({"Loss/critic": [[0, 1.5]]}, 30.0, machine="cpu: x86_64 DEFAULT, 2 threads, inductor task terms")
+    now["figures"]["mean_reward@480"] = 0.51
+    now["host_lacks"] = lacking
+    judged = compare(record, provenance, {"seed1": recorded}, {"seed1": now})
+    assert judged["verdict"] == "not_comparable" and judged["host_lacks"] == lacking
+    assert judged["reason"] == f"this host cannot run the record's numerics profile: {lacking}"
+    assert judged["statistics"] == "pass"
+    rows = {row["name"]: row["verdict"] for row in judged["figures"]}
+    assert rows["mean_reward@480"] == "pass" and rows["env_steps_per_s"] == "not_comparable"
+    assert rows["Train/ and Loss/ series (seed1)"] == "not_comparable"
+    now["figures"]["mean_reward@480"] = 0.40  # 20 % below the record: learning changed
+    assert compare(record, provenance, {"seed1": recorded}, {"seed1": now})["statistics"] == "fail"
+    # on a host that runs the profile, the same figures are judged with the bits
+    now.pop("host_lacks")
+    now["machine_kind"] = kind
+    same = compare(record, provenance, {"seed1": recorded}, {"seed1": now})
+    assert same["verdict"] == "fail" and same["host_lacks"] is None and same["statistics"] == "fail"

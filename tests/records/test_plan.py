@@ -18,6 +18,7 @@ from tests.conftest import REPO
 GOOD = {
     "description": "a record under test",
     "machine": "cpu",
+    "numerics": {"cpu_capability": "avx2", "threads": 2, "task_terms": "inductor"},
     "seeds": [1],
     "run": {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco",
             "overrides": {"algo.num_envs": 4, "algo.max_iterations": 10},
@@ -81,6 +82,16 @@ def _edit(path: str, value):
     ("compare/figures", [{"name": "mean_reward", "rule": "bootstrap", "at_env_steps": 8}],
      "compare.figures[0].tolerance: required"),
     ("run/overrides/env.seed", 3, "run.overrides.env.seed: set by seeds"),
+    ("numerics", None, "numerics: required by a bitwise cpu record"),
+    ("numerics/cpu_capability", "avx1024", "numerics.cpu_capability: 'avx1024' is not an x86-64 capability"),
+    ("numerics/cpu_capability", "AVX2", "numerics.cpu_capability: 'AVX2'"),
+    ("numerics/threads", 0, "numerics.threads: 0: expected an integer in [1, 256]"),
+    ("numerics/threads", "2", "numerics.threads: '2'"),
+    ("numerics/threads", 1.5, "numerics.threads: 1.5"),
+    ("numerics/task_terms", "jit", "numerics.task_terms: 'jit': expected one of inductor, eager"),
+    ("numerics/mkl", "avx2", "numerics.mkl: not a profile setting"),
+    ("run/overrides/env.num_threads", 4, "run.overrides.env.num_threads: set by numerics.threads"),
+    ("machine", "gpu", "numerics: a gpu record's arithmetic is the GPU's"),
     ("run/soak/min_duration_seconds", -1, "run: soak.min_duration_seconds"),
     ("run/sim", "bullet", "run: sim"),
     ("description", None, "description"),
@@ -94,7 +105,7 @@ def test_a_malformed_spec_is_one_line_naming_the_field(tmp_path, path, value, wo
 
 
 def test_a_gpu_spec_cannot_ask_for_bitwise_series(tmp_path):
-    spec = _edit("machine", "gpu")
+    spec = _edit("numerics", None) | {"machine": "gpu"}
     proc = _check(_root(tmp_path, spec))
     assert proc.returncode == 2 and "compare.exact" in proc.stderr
 
@@ -143,8 +154,10 @@ def test_the_ci_record_is_the_ci_dag_run():
     dag_run = merged["runs"]["cpu"]
     record_run = records["ci-dag"].runs[0].run
     pinned = {"env.seed", "algo.seed", "env.num_threads"}
-    assert {k: v for k, v in record_run.items() if k != "overrides"} == {k: v for k, v in dag_run.items()
-                                                                         if k != "overrides"}
+    # and the numerics profile its runs carry to the soak (soaklab soak --numerics)
+    assert {k: v for k, v in record_run.items() if k not in ("overrides", "numerics")} == {
+        k: v for k, v in dag_run.items() if k != "overrides"}
+    assert record_run["numerics"] == {"cpu_capability": "avx2", "threads": 2, "task_terms": "inductor"}
     assert {k: v for k, v in record_run["overrides"].items() if k not in pinned} == dag_run["overrides"]
     assert record_run["overrides"]["env.num_threads"] == 2
 
@@ -155,7 +168,8 @@ def test_ci_records_are_listed_and_only_cpu_records_can_be_ci(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "soaklab", "record", "list", "--ci", "--records",
                              str(root / "records")], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and listed.stdout.strip() == "probe", listed.stderr
-    (root / "records" / "probe" / "record.yaml").write_text(yaml.safe_dump(spec | {"machine": "gpu", "compare": {
-        "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.5, 2.0]}]}}))
+    gpu = {k: v for k, v in spec.items() if k != "numerics"} | {"machine": "gpu", "compare": {
+        "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.5, 2.0]}]}}
+    (root / "records" / "probe" / "record.yaml").write_text(yaml.safe_dump(gpu))
     proc = _check(root)
     assert proc.returncode == 2 and "records/probe/record.yaml: ci: CI has no GPU" in proc.stderr, proc.stderr

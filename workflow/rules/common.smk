@@ -149,6 +149,8 @@ def _soak_flags(wildcards):
     flags = []
     for key, value in run_of(wildcards)["soak"].items():  # the config schema requires every key
         flags += [f"--{key.replace('_', '-')}", str(value)]
+    if run_of(wildcards).get("numerics") is not None:  # exported by the monitor before torch loads
+        flags += ["--numerics", json.dumps(run_of(wildcards)["numerics"], sort_keys=True)]
     return " ".join(shlex.quote(f) for f in flags)
 
 

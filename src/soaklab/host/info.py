@@ -72,9 +72,9 @@ def versions() -> dict[str, str | None]:
 
 def cpu_identity() -> dict[str, Any]:
     """What a cpu record's machine kind is made of (soaklab.records.snapshot.machine_kind)."""
-    return {"cpu_model": cpu_model(), "cores": usable_cores(), "cpu_capability": cpu_capability()}
+    return {"cpu_model": cpu_model(), "cores": usable_cores(), "cpu_capability": cpu_capability(),
+            "machine": platform.machine()}
 
 
 def host_record() -> dict[str, Any]:
-    return {**cpu_identity(), "machine": platform.machine(), "system": platform.system(),
-            "hostname": platform.node()}
+    return {**cpu_identity(), "system": platform.system(), "hostname": platform.node()}

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from soaklab.errors import InvalidInput
@@ -45,6 +46,20 @@ def finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def check_finite(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse a run whose series hold a NaN or an infinity (exit 2, naming the first series and step):
+    a window mean would hide it, and a run that diverged has no metrics to report."""
+    values = frame["value"].to_numpy(dtype=float)
+    bad = frame[~np.isfinite(values)]
+    if bad.empty:
+        return
+    first = bad.sort_values(["step", "tag"], kind="stable").iloc[0]
+    tags = sorted(set(bad["tag"]))
+    raise InvalidInput(f"{path}: series {first['tag']} holds a non-finite value ({first['value']}) at step "
+                       f"{int(first['step'])}; {len(tags)} series do ({', '.join(tags[:5])}"
+                       f"{', ...' if len(tags) > 5 else ''}): the run diverged")
+
+
 def windows(frame: pd.DataFrame, last: int) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Per tag: mean of its last `last` points (never NaN: a non-finite mean is null and listed)."""
     out: dict[str, dict[str, Any]] = {}
@@ -75,6 +90,10 @@ def phases_ms(frame: pd.DataFrame, values: dict[str, dict[str, Any]], last: int)
 
 def run_facts(run_dir: Path) -> dict[str, Any]:
     summary = json.loads((run_dir / "run_summary.json").read_text())
+    shutdown = (summary.get("runtime_manifest") or {}).get("shutdown") or {}
+    if shutdown.get("classification") == "non_finite":  # stopped before the value reached a series
+        raise InvalidInput(f"{run_dir / 'run_summary.json'}: the run ended non_finite: "
+                           f"{(shutdown.get('exception') or {}).get('message')}; it has no metrics to report")
     wall, steps = summary.get("training_wall_time_sec"), summary.get("total_env_steps")
     return {"status": summary.get("status"), "completed_iterations": summary.get("completed_iterations"),
             "total_env_steps": steps, "training_wall_time_sec": wall,
@@ -94,6 +113,8 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
     check_tags(frame, schema, path)
     if schema == 1:
         frame = current_tags(frame)
+    facts = run_facts(run_dir)
+    check_finite(frame, path)
     values, non_finite = windows(frame, last)
     expected = EXPECTED_TAGS if schema is not None else ()
     missing = [t for t in expected if t not in values]
@@ -105,7 +126,7 @@ def extract_metrics(run_dir: Path, last: int, out: Path, csv: Path | None, plot:
         "metric_schema_version": schema,
         "legacy_unversioned": schema is None,
         "last": last,
-        "run": run_facts(run_dir),
+        "run": facts,
         "metrics": {**values, **dict.fromkeys(missing)},
         "missing": missing,
         "non_finite": non_finite,

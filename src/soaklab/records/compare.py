@@ -8,7 +8,10 @@ Rules (docs/records.md):
   figure differs when the whole interval lies beyond +-tolerance. A Mann-Whitney rank test's p is
   printed beside it (with three seeds a side it cannot go below 0.1, so it informs, not decides).
 A reproduction on another machine kind or other versions of the compared packages is
-`not_comparable`: its figures are listed, never judged.
+`not_comparable`: its bitwise and timing rows are listed, not judged. Its learning figures
+(bootstrap rows: distributions over the seeds) are judged all the same, and their verdict is the
+comparison's `statistics`: a host that cannot run the record's numerics profile still learns whether
+the runtime learns as it did. `host_lacks` says why a host could not run the profile (one line).
 """
 
 from __future__ import annotations
@@ -130,8 +133,16 @@ def bootstrap_row(figure: Figure, record: list[float | None], now: list[float | 
                       f"+-{tolerance:.4g}; rank test p={'n/a' if p is None else f'{p:.3g}'}"}
 
 
+def host_lacks(now: list[dict[str, Any]]) -> str | None:
+    """Why the reproducing host could not run the record's numerics profile, or None when it could."""
+    return next((snap["host_lacks"] for snap in now if snap.get("host_lacks")), None)
+
+
 def comparability(provenance: dict[str, Any], now: list[dict[str, Any]]) -> str | None:
-    """Why the reproduction cannot be judged against the record, or None when it can."""
+    """Why the reproduction cannot be judged bit for bit against the record, or None when it can."""
+    lacking = host_lacks(now)
+    if lacking:
+        return f"this host cannot run the record's numerics profile: {lacking}"
     for snap in now:
         if snap["machine_kind"] != provenance["machine_kind"]:
             return f"machine kind {snap['machine_kind']!r}, the record's is {provenance['machine_kind']!r}"
@@ -174,16 +185,21 @@ def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict
         cur = [now[label]["figures"].get(figure.key) for label in labels]
         rows.append((ratio_row if figure.rule == "ratio" else bootstrap_row)(figure, rec, cur))
     reason = comparability(provenance, [now[label] for label in labels])
+    statistical = [row for row in rows if row["rule"] == "bootstrap"]
     if reason is not None:
         for row in rows:
-            row["verdict"] = "not_comparable"
+            if row["rule"] != "bootstrap":  # bits and speeds belong to a machine kind; distributions do not
+                row["verdict"] = "not_comparable"
         verdict = "not_comparable"
     else:
         verdict = "fail" if any(row["verdict"] == "fail" for row in rows) else "pass"
+    statistics = ("fail" if any(row["verdict"] == "fail" for row in statistical) else "pass") if statistical else None
     return {
         "record": record.name,
         "verdict": verdict,
         "reason": reason,
+        "host_lacks": host_lacks([now[label] for label in labels]),
+        "statistics": statistics,
         "machine": {"record": provenance["machine_kind"], "now": now[labels[0]]["machine_kind"]},
         "versions": {"record": provenance["versions"], "now": now[labels[0]]["versions"]},
         "commit": {"record": provenance.get("commit"), "now": now[labels[0]].get("commit")},

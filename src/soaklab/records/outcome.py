@@ -33,6 +33,8 @@ def headline(comparison: dict[str, Any]) -> str:
     line = f"record {comparison['record']}: {comparison['verdict']}"
     if comparison.get("reason"):
         line += f" ({comparison['reason']})"
+    if comparison["verdict"] == "not_comparable" and comparison.get("statistics"):
+        line += f"; learning figures judged over the seeds: {comparison['statistics']}"
     first = comparison.get("first_difference")
     if first and first.get("series"):
         line += f"; first difference: {first['series']} at step {first['step']} ({first['run']})"

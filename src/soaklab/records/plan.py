@@ -20,8 +20,10 @@ library, PyYAML and jsonschema (both dependencies of Snakemake itself), and noth
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,10 @@ RUNS = "runs"
 SNAPSHOT = "snapshot.json"
 SEED_KEYS = ("env.seed", "algo.seed")
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "record.schema.json"
+PACKAGE = Path(__file__).resolve().parent.parent
+SCHEMA = PACKAGE / "schemas" / "record.schema.json"
+# The run setting a numerics profile fixes (its threads), as it fixes the seeds.
+THREADS_KEY = "env.num_threads"
 # Tasks whose env logs the tracking errors and the time-out share.
 TRACKING_TASKS = ("g1_motion_tracking",)
 
@@ -60,6 +65,21 @@ RULE_OF = {**dict.fromkeys(TIMING, "ratio"), **dict.fromkeys(LEARNING, "bootstra
 
 class RecordError(ValueError):
     """A record that cannot be used; the message names the record and the field."""
+
+
+def _numerics_module() -> Any:
+    """soaklab.host.numerics, loaded by path as this module is by the DAG (both standard-library only)."""
+    name = "soaklab_host_numerics"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, PACKAGE / "host" / "numerics.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+numerics = _numerics_module()
 
 
 @dataclass(frozen=True)
@@ -110,6 +130,7 @@ class Record:
     figures: tuple[Figure, ...]
     thresholds: tuple[Threshold, ...]
     ci: bool = False  # CI reproduces it on every run (a cpu record CI's budget affords)
+    numerics: Any = None  # a bitwise cpu record's soaklab.host.numerics.NumericsProfile
 
     @property
     def run_names(self) -> list[str]:
@@ -268,10 +289,14 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
     for key in SEED_KEYS:
         if key in overrides:
             raise RecordError(f"{where}/{SPEC}: run.overrides.{key}: set by seeds; drop it")
+    profile = _profile(where, spec, overrides)
+    fixed = {THREADS_KEY: profile.threads} if profile is not None else {}
     runs = []
     for seed in spec["seeds"]:
         entry = copy.deepcopy(run)
-        entry["overrides"] = {**overrides, **dict.fromkeys(SEED_KEYS, seed)}
+        entry["overrides"] = {**overrides, **fixed, **dict.fromkeys(SEED_KEYS, seed)}
+        if profile is not None:
+            entry["numerics"] = json.loads(profile.to_json())
         runs.append(RecordRun(seed, run_name(name, seed), entry))
     if check_run is not None:
         error = check_run(runs[0].name, runs[0].run)
@@ -302,7 +327,27 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
     if ci and spec["machine"] != "cpu":
         raise RecordError(f"{where}/{SPEC}: ci: CI has no GPU; only a cpu record can be reproduced by CI")
     return Record(name, folder, spec["description"], spec["machine"], exact, tuple(runs), figures, tuple(thresholds),
-                  ci)
+                  ci, profile)
+
+
+def _profile(where: str, spec: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """The spec's numerics profile: required by a bitwise cpu record (the bits are the profile's, on
+    any host that can run it), refused on a gpu record (its arithmetic is the GPU's)."""
+    value = spec.get("numerics")
+    exact = spec["compare"].get("exact", spec["machine"] == "cpu")
+    if value is None:
+        if spec["machine"] == "cpu" and exact:
+            raise RecordError(f"{where}/{SPEC}: numerics: required by a bitwise cpu record (cpu_capability, "
+                              "threads, task_terms; docs/records.md)")
+        return None
+    if spec["machine"] != "cpu":
+        raise RecordError(f"{where}/{SPEC}: numerics: a gpu record's arithmetic is the GPU's; drop it")
+    if THREADS_KEY in overrides:
+        raise RecordError(f"{where}/{SPEC}: run.overrides.{THREADS_KEY}: set by numerics.threads; drop it")
+    try:
+        return numerics.parse_profile(f"{where}/{SPEC}: numerics", value)
+    except numerics.ProfileError as exc:
+        raise RecordError(str(exc)) from None
 
 
 def load_records(root: Path, check_run: Callable[[str, dict[str, Any]], str | None] | None = None

@@ -21,7 +21,7 @@ from soaklab.errors import InvalidInput
 from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
-from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun
+from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun, numerics
 
 SNAPSHOT_VERSION = 1
 # The deterministic series: what the CPU reproducibility test compares bit for bit.
@@ -31,8 +31,9 @@ LEARNING_WINDOW = 200
 # Versions that decide whether two runs can be compared at all (python by major.minor).
 COMPARED_VERSIONS = ("python", "torch", "mujoco", "warp", "mujoco_warp")
 # What a run's figures can depend on, by its sim: a MuJoCo run never imports warp, so whether warp is
-# installed beside it (the CPU set-up has it, for sim-to-sim evaluation) says nothing about them.
-SIM_VERSIONS = {"mujoco": ("python", "torch", "mujoco"), "mjwarp": COMPARED_VERSIONS}
+# installed beside it (the CPU set-up has it, for sim-to-sim evaluation) says nothing about them; its
+# floats are torch's and MuJoCo's kernels', not the interpreter's (docs/records.md, "Numerics profiles").
+SIM_VERSIONS = {"mujoco": ("torch", "mujoco"), "mjwarp": COMPARED_VERSIONS}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -73,13 +74,16 @@ def weights_digest(checkpoint: Path) -> str:
 
 def machine_kind(context: dict[str, Any], machine: str) -> str:
     """The kind of machine a run's figures belong to: the GPUs (name and count) for a gpu record; for
-    a cpu record the CPU model, its usable cores and the instruction set torch's kernels dispatch to.
-    The model alone does not fix the bits: one "AMD EPYC" VM has AVX-512, the next only AVX2."""
+    a cpu run under a numerics profile, the arithmetic it ran (soaklab.host.numerics.machine_kind),
+    which any x86-64 host with the instruction set reproduces; for a cpu run without one, the CPU
+    model, its usable cores and the instruction set torch's kernels dispatch to."""
     if machine == "gpu":
         gpus = context.get("gpus") or []
         names = sorted({g.get("name", "?") for g in gpus})
         return f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
     host = context.get("host") or {}
+    if context.get("numerics"):
+        return numerics.machine_kind(context["numerics"], host)
     kind = f"cpu: {host.get('cpu_model', '?')} x{host.get('cores', '?')}"
     # A soak JSON from before the capability was recorded keeps the kind its record was filed under.
     return f"{kind}, {host['cpu_capability']}" if host.get("cpu_capability") else kind
@@ -89,7 +93,7 @@ def compared_versions(context: dict[str, Any], sim: str) -> dict[str, str | None
     """The versions a run of `sim` is compared on (SIM_VERSIONS; every one for a sim not named)."""
     found = context.get("versions") or {}
     out = {name: found.get(name) for name in SIM_VERSIONS.get(sim, COMPARED_VERSIONS)}
-    if out["python"]:
+    if out.get("python"):
         out["python"] = ".".join(str(out["python"]).split(".")[:2])
     return out
 
@@ -158,6 +162,8 @@ def take(record: Record, run: RecordRun, results: Path) -> dict[str, Any]:
         "iterations": int(frame[frame["tag"] == "Perf/iteration_ms"]["step"].max() + 1)
         if (frame["tag"] == "Perf/iteration_ms").any() else 0,
         "machine_kind": machine_kind(context, record.machine),
+        # why this host could not run the record's numerics profile (None: it could, or none was asked)
+        "host_lacks": (context.get("numerics") or {}).get("host_lacks"),
         "versions": compared_versions(context, str(run_config.get("sim"))),
         "commit": context.get("soaklab_commit"),
         "dirty": context.get("soaklab_dirty"),

@@ -26,9 +26,11 @@ from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
+from soaklab.rl.finite import FiniteWatch, NonFinite
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
+from soaklab.tasks.env import StepResult
 from soaklab.tasks.registry import step_metrics
 
 
@@ -45,6 +47,7 @@ class CollectorSpec:
     parent_pid: int
     fault: Fault | None
     diagnostics_path: str  # where the backend's diagnostics go (rank 0: the run dir; others: a temp file)
+    non_finite_path: str  # where the first non-finite value is reported (soaklab.rl.collector_process.non_finite_path)
 
 
 def group_run(run: RunConfig, size: int, group: int) -> RunConfig:
@@ -66,6 +69,10 @@ def collector_main(spec: CollectorSpec) -> None:
             Collector(spec, arrays).run()  # not kept: its references to the CUDA ring go with it
     except Stopped:
         arrays["control"][C.STOP_RETURNS] += 1
+    except NonFinite as exc:  # the learner names it (its run summary) from this report
+        exc.write(Path(spec.non_finite_path))
+        print(f"collector: {exc}", file=sys.stderr, flush=True)
+        code = 1
     except BaseException:
         traceback.print_exc()
         code = 1
@@ -133,6 +140,7 @@ class Collector:
         self.staging = torch.zeros(self.layout.num_envs, self.layout.row_width, device=self.transport.device)
         self.term_sums = torch.zeros(len(spec.metric_names), dtype=torch.float64, device=self.env_device)
         self.term_count = 0
+        self.watch = FiniteWatch(self.env_device)
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.spec.parent_pid
@@ -168,6 +176,7 @@ class Collector:
             self.h.ingress_filled.release()
 
     def write_metrics(self) -> None:
+        self.watch.drain()  # a GPU's finiteness flags are read here, with the metrics
         if self.term_count:
             self.metrics[: len(self.term_sums)] = (self.term_sums / self.term_count).cpu().numpy()
         self.term_sums.zero_()
@@ -189,6 +198,14 @@ class Collector:
             while self.parent_alive() and not self.ctl[C.STOP]:
                 time.sleep(0.1)
             raise Stopped()
+
+    def nan_reward_fault(self, step: int, result: StepResult) -> None:
+        """SOAKLAB_FAULT=nan_reward@<step>: env 0's first reward term (and so its reward) turns NaN."""
+        fault = self.spec.fault
+        if fault is not None and fault.due("nan_reward", step) and result.reward_terms:
+            term = next(iter(result.reward_terms.values()))
+            term[0] = float("nan")
+            result.reward[0] = float("nan")
 
     def run(self) -> None:
         ctl, r = self.ctl, self.rows
@@ -214,6 +231,12 @@ class Collector:
                 bump_max(ctl, C.MAX_PUBLICATION_LAG, int(ctl[C.TICKS_ANSWERED] - ctl[C.TICKS_CONSUMED]) + 1)
                 with self.timer.span("env_step"):
                     result = self.envs[g].step(actions)
+                self.nan_reward_fault(step, result)
+                # Checked before anything of this step is published: nothing non-finite reaches the learner.
+                self.watch.check(step, {"action": actions, "observation": result.obs,
+                                        "critic observation": result.critic_obs, "next observation": result.final_obs,
+                                        "next critic observation": result.final_critic_obs,
+                                        "reward": result.reward}, terms=result.reward_terms)
                 # The next observations go first: the learner's next inference waits on them alone,
                 # and the staging below runs while it infers.
                 if not last:  # after the final step nothing is left to answer

@@ -31,6 +31,14 @@ def diagnostics_path(run_dir: Path, rank_index: int) -> Path:
     return Path(tempfile.gettempdir()) / f"soaklab-rank{rank_index}-{os.getpid()}-backend.json"
 
 
+def non_finite_path(run_dir: Path, rank_index: int) -> Path:
+    """Where a collector reports the first non-finite value it saw (soaklab.rl.finite), for its
+    learner to name after the collector has exited: the run dir's non_finite.json on rank 0."""
+    if rank_index == 0:
+        return run_dir / "non_finite.json"
+    return Path(tempfile.gettempdir()) / f"soaklab-rank{rank_index}-{os.getpid()}-non_finite.json"
+
+
 class CollectorProcess:
     """One collector, from spawn to its exit record."""
 

@@ -42,11 +42,14 @@ from soaklab.rl.collector_process import (
     NO_COLLECTOR,
     CollectorProcess,
     diagnostics_path,
+    non_finite_path,
     read_backend_diagnostics,
     stop_collector,
 )
 from soaklab.rl.dp import RendezvousAborted
 from soaklab.rl.faults import Fault, fault_from_env
+from soaklab.rl.finite import CLASSIFICATION as CLASSIFICATION_NON_FINITE
+from soaklab.rl.finite import FiniteWatch, NonFinite
 from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
 from soaklab.rl.rank_group import RankGroup, collect_peers, first_failure
 from soaklab.rl.ranks import RankContext, RankGone
@@ -126,6 +129,9 @@ class Learner:
         self.start_time = time.monotonic()
         self.collector: CollectorProcess | None = None
         self.diagnostics_path = diagnostics_path(run_dir, self.rank_index)
+        self.non_finite_path = non_finite_path(run_dir, self.rank_index)
+        self.non_finite_path.unlink(missing_ok=True)  # only this run's collector may report one
+        self.watch = FiniteWatch(self.device)
         self.arrays = None
         self.handles = None
         self.logger: RunLogger | SilentLogger | None = None
@@ -145,6 +151,8 @@ class Learner:
             self._run()
             self.shutdown.classification = "normal_completion"
             self.shutdown.phase = "complete"
+        except NonFinite as exc:
+            self._failed(CLASSIFICATION_NON_FINITE, "learner", exc)
         except Cancelled as exc:
             self._failed("external_cancellation", "learner", exc)
         except PeerDied as exc:
@@ -162,11 +170,29 @@ class Learner:
     def _failed(self, classification: str, owner: str, exc: BaseException) -> None:
         if classification == "learner_failure" and self.collector is not None and not self.collector.alive():
             classification, owner = "collector_failure", "collector"
+        if classification != "external_cancellation":
+            found = self._first_non_finite()
+            if found is not None:  # what failed next (a collector gone, an index out of range) is its consequence
+                classification, owner, exc = CLASSIFICATION_NON_FINITE, found[0], found[1]
         self.shutdown.classification = classification
         self.shutdown.owner = owner
         self.shutdown.exception = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
         who = f"rank {self.rank_index} " if self.world_size > 1 else ""
         print(f"train: {who}error: {classification}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def _first_non_finite(self) -> tuple[str, NonFinite] | None:
+        """The earliest non-finite value the collector reported or this learner's pending flags hold."""
+        found: list[tuple[str, NonFinite]] = []
+        collector = NonFinite.read(self.non_finite_path)
+        if collector is not None:
+            found.append(("collector", collector))
+        try:
+            self.watch.drain()
+        except NonFinite as exc:
+            found.append(("learner", exc))
+        except Exception:  # a device that failed cannot be read; the failure stands as it is
+            pass
+        return min(found, key=lambda f: f[1].iteration) if found else None
 
     def outcome(self) -> LearnerOutcome:
         """How this rank's run stands now, as values (what rl.summary reads)."""
@@ -225,6 +251,7 @@ class Learner:
             metrics_interval=s.collector_metrics_interval, metric_names=self.metric_names,
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault,
             diagnostics_path=str(self.diagnostics_path),
+            non_finite_path=str(self.non_finite_path),
         )
         self.shutdown.phase = "spawn"
         self.collector = CollectorProcess(ctx, spec)
@@ -292,6 +319,7 @@ class Learner:
         self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
                                     self.agent.diag_names, self.device)
         update_count = 0
+        self.diag_checked = tuple((f"loss/{name}", None) for name in self.agent.diag_names)
         last_counters = ctl.copy()
         mark = time.perf_counter()
         for it in range(self.max_iterations):
@@ -321,6 +349,7 @@ class Learner:
                     for _ in range(updates):
                         self.agent.update(update_count)
                         update_count += 1
+                self.watch.flags(it, self.diag_checked, self.agent.non_finite_diagnostics())
             # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
             target, filled = (it + 1) * chunks, 0
             with transport.ingesting():
@@ -339,6 +368,9 @@ class Learner:
                 # What reads the vector stays on the ingress stream (on CUDA): the next inference
                 # does not wait for it, the next update does (transport.join).
                 rewards = vector[:, slices["reward"]][:, 0]
+                # The collector checked them; on a GPU its flags are read only at its next metric
+                # publication, and an update may fail on them first (this flag names the cause then).
+                self.watch.check(it, {"reward": rewards})
                 dones = (vector[:, slices["terminated"]][:, 0] + vector[:, slices["truncated"]][:, 0]) > 0
                 self.agent.observe_rewards(rewards, dones)
                 self.env_steps += layout.num_envs
@@ -357,6 +389,7 @@ class Learner:
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
         transport.join()
+        self.watch.drain()  # a GPU's last flags: a run that ends non-finite never ends completed
         self.iteration = self.max_iterations
         self.logger.progress(self.iteration, self.env_steps * self.world_size, force=True)
         self.logger.terminal(self.iteration, self.final_fps * self.world_size, self.stats.mean_return,
@@ -367,6 +400,7 @@ class Learner:
         several ranks, each iteration's scalars are first combined over the ranks in one collective
         (every rank flushes at the same iterations); a failed run's last rows stay rank 0's own."""
         self._join_ingress()  # the device rows were written on the ingress stream
+        self.watch.drain()  # with the rows: one device read more per flush, none per step
         rows = self.device_log.drain(self.stats)
         if self.group is not None and across_ranks and rows:
             keys = sorted(set().union(*(values for _, _, values in rows))

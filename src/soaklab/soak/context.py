@@ -14,7 +14,9 @@ from soaklab.soak import gpu
 SOURCE_DIR = Path(__file__).resolve().parent
 
 
-def soak_context(resolved: ResolvedRun) -> dict[str, Any]:
+def soak_context(resolved: ResolvedRun, numerics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`numerics`: the profile the run ran under, as soaklab.host.numerics.apply returned it (None: the
+    host's own arithmetic)."""
     record = resolved.record()
     manifest = (record["run"].get("assets") or {}).get("manifest")
     gpus = gpu.gpu_identity()
@@ -28,4 +30,5 @@ def soak_context(resolved: ResolvedRun) -> dict[str, Any]:
         "asset_manifest_sha256": sha256_file(Path(manifest)) if manifest and Path(manifest).is_file() else None,
         "config_hash": record["config_hash"],
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "numerics": numerics,
     }

@@ -37,7 +37,7 @@ from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_mem
 
 SOAK_SCHEMA_VERSION = "0.3.0"
 TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
-                           "external_cancellation", "unknown_failure")
+                           "external_cancellation", "unknown_failure", "non_finite")
 TERM_WAIT_S = 15.0  # the trainer's own shutdown (collector join, final checkpoint) gets this long
 PRINT_EVERY_S = 10.0
 
@@ -88,7 +88,9 @@ def trainer_command(request: SoakRequest) -> list[str]:
 
 
 class Monitor:
-    def __init__(self, request: SoakRequest, resolved: ResolvedRun, argv: list[str]) -> None:
+    def __init__(self, request: SoakRequest, resolved: ResolvedRun, argv: list[str],
+                 numerics: dict[str, Any] | None = None) -> None:
+        self.numerics = numerics  # the numerics profile the trainer runs under, as applied (soaklab.host.numerics)
         self.request = request
         self.resolved = resolved
         self.argv = argv
@@ -281,7 +283,7 @@ class Monitor:
             "command": {"monitor": ["soaklab", *self.argv], "trainer": self.command},
             "run_dir": str(self.request.log_dir),
             "console_log": str(self.request.console_log),
-            "context": soak_context(self.resolved),
+            "context": soak_context(self.resolved, self.numerics),
             "monitor": {**self.budget.record(), "gpu_sampling": self.with_gpu},
             "duration_s": round(duration_s, 3),
             "first_progress_s": self.watch.first_progress_s,

@@ -18,6 +18,7 @@ import torch
 from soaklab.assets import g1
 from soaklab.assets.motion import MotionClip
 from soaklab.errors import InvalidInput
+from soaklab.host.compile_cache import use_keyed_cache
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks import g1_terms as terms
 from soaklab.tasks import metrics as metrics_table
@@ -225,6 +226,8 @@ class G1MotionTrackingEnv:
         # The per-step terms fuse into one Inductor graph when compiled (the eager path runs the
         # same function, for debugging and for tests that should not pay the compile).
         self.compiled = compile_terms
+        if compile_terms:
+            use_keyed_cache()  # kernels built for another instruction set are never reused
         self._step_terms = torch.compile(self.step_terms, dynamic=False) if compile_terms else self.step_terms
         b = self.backend
         base = b.slices["sensordata"].start

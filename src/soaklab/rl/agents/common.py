@@ -189,6 +189,8 @@ class OffPolicyAgent:
         self.compilation = Compilation(cfg.compile, device)
         # NaN until a value is first written: the logger skips what no update has produced yet.
         self.diagnostics = torch.full((len(self.diag_names),), float("nan"), device=device)
+        # Which diagnostics an update has written: the NaN above means "none yet", not a divergence.
+        self.written = torch.zeros(len(self.diag_names), dtype=torch.bool, device=device)
         self._index = {name: i for i, name in enumerate(self.diag_names)}
         self.replay: ReplayRing | None = None
         self.batch_size = 0
@@ -234,6 +236,12 @@ class OffPolicyAgent:
         with torch.no_grad():
             for name, value in values.items():
                 self.diagnostics[self._index[name]].copy_(value.detach().reshape(()))
+                self.written[self._index[name]].fill_(True)
+
+    def non_finite_diagnostics(self) -> torch.Tensor:
+        """One flag per diagnostic (diag_names): written by an update and not finite. On the device,
+        no host read: soaklab.rl.finite decides when it is read."""
+        return self.written & ~torch.isfinite(self.diagnostics)
 
     # -- data parallelism ---------------------------------------------------------------------------
     def join(self, dp: DataParallel) -> None:

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from soaklab.config.keys import COMPILE_MODES
+from soaklab.host.compile_cache import use_keyed_cache
 
 
 class Compilation:
@@ -54,6 +55,7 @@ class Compilation:
         """`fn` compiled under the update scope, else `fn` itself."""
         if self.scope != "update":
             return fn
+        use_keyed_cache()
         compiled = torch.compile(fn, dynamic=False, backend=self.backend)
         if self.requested != "auto":
             return compiled

@@ -1,0 +1,47 @@
+"""torch.compile's cache is kept per instruction set (soaklab.host.compile_cache), on real processes:
+task terms compiled under the host's own capability and then run under a lower one, from the same
+cache base, give what a fresh compile gives. Unkeyed, inductor handed the second process the first
+one's kernels: on an AVX-512 host they stepped the G1 env to rewards of -1e22 and NaN."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from soaklab.host.numerics import CAPABILITIES
+
+PROBE = Path(__file__).with_name("compiled_terms_probe.py")
+
+
+def _probe(g1_assets, capability: str | None, cache_base: Path, out: Path) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR", "SOAKLAB_COMPILE_CACHE_BASE")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_base)
+    if capability is not None:
+        env["ATEN_CPU_CAPABILITY"] = capability
+    done = subprocess.run([sys.executable, str(PROBE), str(g1_assets.scene), str(g1_assets.motion), str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return torch.load(out)
+
+
+def test_terms_compiled_under_one_capability_are_not_reused_under_another(g1_assets, tmp_path):
+    own = torch.backends.cpu.get_cpu_capability()
+    # a lower capability this host can run: AVX2 below AVX-512, the scalar default below AVX2
+    lower = "avx2" if own.startswith("AVX512") else "default"
+    shared, fresh = tmp_path / "shared", tmp_path / "fresh"
+    first = _probe(g1_assets, None, shared, tmp_path / "own.pt")
+    second = _probe(g1_assets, lower, shared, tmp_path / "lower.pt")
+    alone = _probe(g1_assets, lower, fresh, tmp_path / "fresh.pt")
+    assert first["capability"] == own and second["capability"] == CAPABILITIES[lower].torch_name
+    # each capability compiled into a folder of its own under the one base the user named
+    assert Path(first["cache"]).parent == Path(second["cache"]).parent == shared
+    assert first["cache"] != second["cache"]
+    assert sorted(p.name for p in shared.iterdir()) == sorted({Path(first["cache"]).name, Path(second["cache"]).name})
+    for key in ("reward", "obs"):
+        assert torch.isfinite(second[key]).all()
+        assert torch.equal(second[key], alone[key]), f"{key}: the lower capability's run differs from a fresh compile"

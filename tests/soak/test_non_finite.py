@@ -1,0 +1,36 @@
+"""A real soak whose collector is made to hand on a NaN reward (SOAKLAB_FAULT=nan_reward@N): the run
+ends non_finite naming the term and the iteration, and every command that reads it fails closed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import one_line
+
+
+def test_a_nan_reward_ends_the_run_non_finite_and_nothing_passes(start_soak):
+    run = start_soak(iterations=30, fault="nan_reward@5")
+    assert run.wait() != 0, run.out()
+    soak = run.soak
+    assert soak["status"] == "failed" and soak["failure_classification"] == "non_finite"
+    assert "non-finite reward (term " in soak["failure_reason"] and "at iteration 5" in soak["failure_reason"]
+    summary = json.loads((run.log_dir / "run_summary.json").read_text())
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed" and shutdown["classification"] == "non_finite"
+    assert summary["completed_iterations"] <= 6  # it stopped there, not at the end
+    report = json.loads((run.log_dir / "non_finite.json").read_text())
+    assert report["iteration"] == 5 and report["tensor"] == "reward" and report["term"]
+
+    def soaklab(*args: object) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "soaklab", *map(str, args)], capture_output=True, text=True,
+                              timeout=120)
+
+    metrics = soaklab("metrics", run.log_dir, "--out", run.log_dir.parent / "metrics.json")
+    assert metrics.returncode == 2 and "ended non_finite" in one_line(metrics.stderr)
+    assert not (run.log_dir.parent / "metrics.json").exists()
+    validation = soaklab("validate", "--soak", run.output, "--run-dir", run.log_dir,
+                         "--out", run.log_dir.parent / "validation.json")
+    assert validation.returncode != 0
+    assert json.loads((run.log_dir.parent / "validation.json").read_text())["status"] == "failed"
