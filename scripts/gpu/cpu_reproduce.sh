@@ -5,7 +5,10 @@
 # (stage_cpu.sh) lie in /root/stage, the pinned asset wheels in /root/cache; results come back in
 # $OUT/cpu-reproduce.tgz.
 #
-#   RECORDS=ci-dag,cpu-g1-soak RECORD_OVERRIDES='{algo.learning_rate: ...}' bash scripts/gpu/cpu_reproduce.sh
+#   RECORDS=ci-dag,cpu-g1-soak bash scripts/gpu/cpu_reproduce.sh
+#   UPDATE=1 ...           first write each record's set of this machine kind (soaklab record update),
+#                          brought back in $OUT/cpu-records.tgz
+#   RECORD_OVERRIDES='{algo.critic_lr: 0.000309}' ...   an A/B of one change against the records
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/soaklab-out}
@@ -24,9 +27,13 @@ cp /root/cache/*.whl resources/assets/cache/ 2>/dev/null || true
 {
   echo "== host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc)"
   .venv/bin/python -c 'import torch, mujoco, sys; print("== torch", torch.__version__, torch.backends.cpu.get_cpu_capability(), "mujoco", mujoco.__version__, "python", sys.version.split()[0])'
+  if [ -n "${UPDATE:-}" ]; then
+    for record in ${RECORDS//,/ }; do SOAKLAB_OFFLINE=1 .venv/bin/soaklab record update "$record" --cores "${CORES:-4}"; done
+    tar -czf "$out/cpu-records.tgz" records/*/machines/cpu-*intel*
+  fi
   config=(--config "reproduce=${RECORDS:-ci-dag,cpu-g1-soak}")
   [ -n "${RECORD_OVERRIDES:-}" ] && config+=("record_overrides=${RECORD_OVERRIDES}")
-  SOAKLAB_OFFLINE=1 .venv/bin/snakemake reproduce --cores "${CORES:-4}" "${config[@]}"
+  SOAKLAB_OFFLINE=1 .venv/bin/snakemake reproduce --keep-going --cores "${CORES:-4}" "${config[@]}"
   echo "== snakemake exit $?"
   for c in results/reproduce/*/comparison.json; do .venv/bin/python -m soaklab record verdict "$c" --out /dev/null; done
 } 2>&1 | tee "$out/cpu-reproduce.log"

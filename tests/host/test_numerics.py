@@ -45,12 +45,17 @@ def test_which_hosts_can_run_a_profile():
 
 def test_the_machine_kind_is_the_arithmetic_not_the_vm():
     numerics = {**AVX2, "env": {}, "host_lacks": None}
-    epyc = {"cpu_model": "AMD EPYC", "cores": 2, "cpu_capability": "AVX2", "machine": "x86_64"}
-    xeon = {"cpu_model": "Intel(R) Xeon(R) Platinum", "cores": 16, "cpu_capability": "AVX2", "machine": "x86_64"}
-    assert machine_kind(numerics, epyc) == machine_kind(numerics, xeon) == \
-        "cpu: x86_64 AVX2, 2 threads, inductor task terms"
+    epyc = {"cpu_model": "AMD EPYC", "cores": 2, "cpu_capability": "AVX2", "machine": "x86_64",
+            "vendor": "AuthenticAMD"}
+    zen4 = {**epyc, "cpu_model": "AMD EPYC 9R14", "cores": 96}
+    xeon = {"cpu_model": "Intel(R) Xeon(R) Platinum", "cores": 16, "cpu_capability": "AVX2", "machine": "x86_64",
+            "vendor": "GenuineIntel"}
+    # the model and the cores are not in it; the vendor is (MKL rounds differently on Intel and AMD)
+    assert machine_kind(numerics, epyc) == machine_kind(numerics, zen4) == \
+        "cpu: x86_64 AVX2 AMD, 2 threads, inductor task terms"
+    assert machine_kind(numerics, xeon) == "cpu: x86_64 AVX2 Intel, 2 threads, inductor task terms"
     # a host that could not run the capability ran less, and its kind says what it ran
-    assert machine_kind(numerics, {**epyc, "cpu_capability": "DEFAULT"}).startswith("cpu: x86_64 DEFAULT,")
+    assert machine_kind(numerics, {**epyc, "cpu_capability": "DEFAULT"}).startswith("cpu: x86_64 DEFAULT AMD,")
 
 
 def test_apply_exports_into_this_process(monkeypatch):

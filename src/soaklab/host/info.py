@@ -20,6 +20,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_vendor() -> str:
+    """The CPU's maker as /proc/cpuinfo names it ("GenuineIntel", "AuthenticAMD"): MKL's GEMM branches
+    round differently on the two under every numerics setting measured (docs/records.md)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def cpu_capability() -> str:
     """The instruction set torch's CPU kernels dispatch to here ("AVX2", "AVX512", "DEFAULT", ...;
     ATEN_CPU_CAPABILITY lowers it). Float results differ in the last bits between these, so a bitwise
@@ -73,7 +85,7 @@ def versions() -> dict[str, str | None]:
 def cpu_identity() -> dict[str, Any]:
     """What a cpu record's machine kind is made of (soaklab.records.snapshot.machine_kind)."""
     return {"cpu_model": cpu_model(), "cores": usable_cores(), "cpu_capability": cpu_capability(),
-            "machine": platform.machine()}
+            "machine": platform.machine(), "vendor": cpu_vendor()}
 
 
 def host_record() -> dict[str, Any]:

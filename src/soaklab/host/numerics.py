@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ARCHITECTURE = "x86_64"
+VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}  # /proc/cpuinfo's vendor_id, as a kind names it
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,13 @@ def apply(profile: NumericsProfile) -> dict[str, Any]:
 
 
 def machine_kind(numerics: dict[str, Any], host: dict[str, Any]) -> str:
-    """A cpu run's machine kind under a profile: the arithmetic it ran, not the VM's name or cores.
-    Architecture and capability are what the run's host reported (soaklab.host.info.cpu_identity):
-    a host that cannot run the profile runs less, and its kind says so."""
+    """A cpu run's machine kind under a profile: the arithmetic it ran, not the VM's model or cores.
+    Architecture, vendor and capability are what the run's host reported (soaklab.host.info.cpu_identity):
+    a host that cannot run the profile runs less, and its kind says so. The vendor stays in: MKL's
+    GEMM rounds differently on Intel and AMD CPUs under every branch measured (docs/records.md)."""
     profile = parse_profile("numerics", {k: numerics.get(k) for k in ("cpu_capability", "threads", "task_terms")})
     architecture = host.get("machine") or ARCHITECTURE
     capability = host.get("cpu_capability") or profile.capability.torch_name
-    return f"cpu: {architecture} {capability}, {profile.threads} threads, {profile.task_terms} task terms"
+    vendor = VENDORS.get(host.get("vendor", ""), host.get("vendor"))
+    return (f"cpu: {architecture} {capability}{f' {vendor}' if vendor else ''}, {profile.threads} threads, "
+            f"{profile.task_terms} task terms")
