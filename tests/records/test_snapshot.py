@@ -57,3 +57,8 @@ def test_a_cpu_machine_kind_names_the_instruction_set() -> None:
     assert machine_kind(avx512, "cpu") != machine_kind(avx2, "cpu")
     assert machine_kind({"host": {"cpu_model": "AMD EPYC", "cores": 2}}, "cpu") == "cpu: AMD EPYC x2"
     assert machine_kind({**avx2, "gpus": [{"name": "NVIDIA H200"}]}, "gpu") == "gpu: NVIDIA H200 x1"
+    # under a numerics profile the kind is the arithmetic: the model and the cores drop out
+    profiled = {"host": {**avx512["host"], "cpu_capability": "AVX2", "machine": "x86_64", "vendor": "AuthenticAMD"},
+                "numerics": {"cpu_capability": "avx2", "threads": 2, "task_terms": "inductor", "env": {},
+                             "host_lacks": None}}
+    assert machine_kind(profiled, "cpu") == "cpu: x86_64 AVX2 AMD, 2 threads, inductor task terms"
