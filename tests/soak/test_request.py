@@ -97,3 +97,25 @@ def test_the_log_dir_is_data_never_yaml(name, tmp_path):
 
     override = parse_overrides(list(RunSource(log_dir=tmp_path / name).owned_overrides()))[0]
     assert override.key == "training.log_dir" and override.value == str(tmp_path / name)
+
+
+@pytest.mark.parametrize(("profile", "words"), [
+    ('{"cpu_capability": "sse9", "threads": 2, "task_terms": "inductor"}',
+     "--numerics.cpu_capability: 'sse9' is not an x86-64 capability"),
+    ('{"cpu_capability": "avx2", "threads": 2}', "--numerics.task_terms: required"),
+    ("avx2", "--numerics: 'avx2' is not a JSON object"),
+    # the run config leaves env.num_threads unset: a profile fixes it, so the two must agree
+    ('{"cpu_capability": "avx2", "threads": 2, "task_terms": "eager"}',
+     "--numerics: threads 2, but the run's env.num_threads is None"),
+])
+def test_a_bad_numerics_profile_is_refused_before_anything_runs(run_config, tmp_path, profile, words):
+    """In a process of its own: an accepted profile is exported into the process's environment."""
+    import subprocess
+    import sys
+
+    out, log_dir = tmp_path / "soak.json", tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "soaklab", "soak", "--run-config", str(run_config), *BUDGET,
+                           "--numerics", profile, "--log-dir", str(log_dir), "--output", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and words in one_line(done.stderr)
+    assert not out.exists() and not log_dir.exists()

@@ -40,6 +40,24 @@ def test_a_malformed_record_is_one_line_and_exit_2_before_anything_runs(project)
     assert not (project[1] / "results").exists()
 
 
+@pytest.mark.parametrize(("numerics", "words"), [
+    ({"cpu_capability": "avx1024", "threads": 2, "task_terms": "inductor"},
+     "records/ci-dag/record.yaml: numerics.cpu_capability: 'avx1024' is not an x86-64 capability"),
+    ({"cpu_capability": "avx2", "threads": 0, "task_terms": "inductor"},
+     "records/ci-dag/record.yaml: numerics.threads: 0: expected an integer in [1, 256]"),
+])
+def test_a_record_whose_profile_is_unknown_is_one_line_and_exit_2_before_anything_runs(project, numerics, words):
+    folder = _with_record(project)
+    spec = yaml.safe_load((folder / "record.yaml").read_text())
+    spec["numerics"] = numerics
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    proc = snakemake(project, "reproduce")
+    assert proc.returncode == 2 and words in proc.stderr
+    # one error line, beside Snakemake's own preamble
+    assert len([line for line in proc.stderr.splitlines() if "error" in line]) == 1, proc.stderr
+    assert not (project[1] / "results").exists()
+
+
 def test_an_unknown_record_is_refused(project):
     _with_record(project)
     proc = snakemake(project, "reproduce", "--config", "reproduce=nope")

@@ -10,26 +10,25 @@ from pathlib import Path
 from typing import Any
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first value of `field` in /proc/cpuinfo, or None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def cpu_vendor() -> str:
     """The CPU's maker as /proc/cpuinfo names it ("GenuineIntel", "AuthenticAMD"): MKL's GEMM branches
     round differently on the two under every numerics setting measured (docs/records.md)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+    return _cpuinfo("vendor_id") or "unknown"
 
 
 def cpu_capability() -> str:
