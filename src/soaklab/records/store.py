@@ -165,6 +165,10 @@ def update(records: Path, name: str, cores: int, directory: Path | None, extra: 
         failed = [label for label, snap in snaps.items() if snap["soak"]["status"] != "passed"]
         if failed:
             raise RuntimeFailure(f"record {name}: the soak of {failed[0]} did not pass; the record is unchanged")
+        lacking = next((snap["host_lacks"] for snap in snaps.values() if snap.get("host_lacks")), None)
+        if lacking:  # its set would hold another arithmetic than the profile the spec names
+            raise InvalidInput(f"record {name}: this host cannot run the record's numerics profile: {lacking}; "
+                               "the record is unchanged")
         write_record(record, snaps, results, ["soaklab", *argv])
         # The runs are the record now (their evidence copied into it): left in results/ they would
         # make the next reproduce compare the record with itself instead of rerunning it.
