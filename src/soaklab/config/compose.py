@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
 from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
+from soaklab.config.ranges import check_ranges
 from soaklab.contract.removed import check_removed_keys
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput, SettingError
@@ -122,6 +123,7 @@ def compose(algo: str, task: str, sim: str, overrides: list[str] | tuple[str, ..
     apply_overrides(cfg, parsed, known)
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
+    check_ranges(container)  # owner files and overrides alike
     return ComposedConfig(
         algo=algo,
         task=task,

@@ -41,6 +41,7 @@ INT_MINIMUMS: dict[str, int] = {
     "algo.actor_update_interval": 1,
     "algo.noise_zeta_max": 1,
     "env.num_threads": 1,
+    "task.decimation": 1,  # physics steps per control step
     "training.dp_ranks": 1,
     "training.mps_learner_thread_percentage": 1,
     "training.mps_collector_thread_percentage": 1,

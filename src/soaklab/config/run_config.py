@@ -167,7 +167,6 @@ def resolve_run_config(
     )
     ranks = ranks_of(composed.config, devices, host)
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
-    check_agent_ranges(composed)
     check_motion_library(composed)
     layout = layout_of(settings, composed.task, composed.get("env.motion"))
     budget = compute_memory_budget(settings, replay, layout, devices, host)
@@ -293,17 +292,6 @@ def check_motion_library(composed: ComposedConfig) -> None:
     if twice:
         raise SettingError("env.motion", motion, f"two clips share the label {twice[0]!r} (a file's stem); "
                            "rename one of the files")
-
-
-def check_agent_ranges(composed: ComposedConfig) -> None:
-    """Agent floats whose kind is right but whose value would break the learner (a log of 0, an
-    empty range) fail here, before anything is spawned."""
-    alpha = composed.get("algo.alpha_init")
-    if not alpha > 0:
-        raise SettingError("algo.alpha_init", alpha, "must be > 0 (the temperature is learned as its log)")
-    low, high = composed.get("algo.log_std_min"), composed.get("algo.log_std_max")
-    if not low < high:
-        raise SettingError("algo.log_std_min", low, f"must be < algo.log_std_max ({high})")
 
 
 def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:
