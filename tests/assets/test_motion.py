@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from soaklab.assets.motion import (
 from soaklab.assets.scene import load_scene
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import sha256_file
+from tests.conftest import one_line
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +133,29 @@ def test_not_a_zip_fails_closed(model, tmp_path):
 def test_saved_npz_has_fixed_timestamps(g1_assets):
     with zipfile.ZipFile(g1_assets.motion) as zf:
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+def _forged(clip, path: Path, shape: tuple[int, ...], holds: int = 64) -> Path:
+    """The clip as an NPZ whose joint_pos member's .npy header claims `shape` and holds `holds` bytes."""
+    _write(path, **{k: v for k, v in _arrays(clip).items() if k != "joint_pos"})
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("joint_pos.npy", header.getvalue() + b"\0" * holds)
+    return path
+
+
+def test_a_header_that_claims_terabytes_is_refused_before_anything_is_read(clip, model, tmp_path, cli, g1_assets):
+    path = _forged(clip, tmp_path / "huge.npz", (2 ** 37, 29))  # 29 TiB declared, 64 bytes held
+    with pytest.raises(InvalidInput) as info:
+        load_motion(path, model)
+    text = str(info.value)
+    assert str(path) in text and "member joint_pos.npy declares 31,885,837,205,504 bytes" in text
+    # a header that fits the limit but claims more than its member holds is refused the same way
+    with pytest.raises(InvalidInput, match="declares 464 bytes .* and holds"):
+        load_motion(_forged(clip, tmp_path / "short.npz", (2, 29), holds=8), model)
+    # through the command line: one line, exit 2, nothing written
+    out = tmp_path / "run_config.json"
+    result = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+                 f"env.motion={path}", "--assets-manifest", g1_assets.manifest_path, "--out", out)
+    assert result.code == 2 and "declares 31,885,837,205,504 bytes" in one_line(result.err) and not out.exists()

@@ -20,7 +20,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from soaklab.assets.motion import NUM_JOINTS, MotionClip, robot_body_names
+from soaklab.assets.motion import MAX_CLIP_BYTES, NUM_JOINTS, MotionClip, robot_body_names
 from soaklab.assets.source import PinnedWheel, safe_member_path
 from soaklab.errors import InvalidInput
 
@@ -34,7 +34,6 @@ HOLOSOMA_WHEEL = PinnedWheel(
 # clip's own joint angles, within this much: the clip is for this robot, not a look-alike.
 # (holosoma's G1 differs from mjlab's by ~1 cm at the hands.)
 FK_TOLERANCE_M = 0.05
-MAX_CLIP_BYTES = 64 << 20  # a published clip is a few MB; refuse to inflate anything larger
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ one go through the same validator, so the task never sees an unchecked clip.
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,32 @@ def robot_body_names(model: mujoco.MjModel) -> list[str]:
     return [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(1, model.nbody)]
 
 
+MAX_CLIP_BYTES = 64 << 20  # a published clip is a few MB; refuse to inflate or allocate anything larger
+NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def check_declared_sizes(path: Path) -> None:
+    """Read each NPZ member's .npy header, never its array, and refuse a member that inflates or
+    declares more than MAX_CLIP_BYTES, or declares more than it holds: numpy would allocate what a
+    header claims (a header of 2**40 float64s died in a MemoryError traceback)."""
+    total = 0
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if info.file_size > MAX_CLIP_BYTES:
+                raise ValueError(f"member {info.filename} inflates to {info.file_size:,} bytes "
+                                 f"(limit {MAX_CLIP_BYTES:,})")
+            with zf.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version not in NPY_HEADERS:
+                    raise ValueError(f"member {info.filename}: .npy format {version} is not read here")
+                shape, _, dtype = NPY_HEADERS[version](member)
+            declared = math.prod(shape) * dtype.itemsize
+            total += declared
+            if declared > info.file_size or total > MAX_CLIP_BYTES:
+                raise ValueError(f"member {info.filename} declares {declared:,} bytes ({dtype} {shape}) and holds "
+                                 f"{info.file_size:,} (limit {MAX_CLIP_BYTES:,} in all)")
+
+
 def load_motion(path: Path, model: mujoco.MjModel) -> MotionClip:
     """Load and validate a clip against `model`; any defect fails closed naming the file and key."""
     num_bodies = model.nbody - 1
@@ -58,6 +85,7 @@ def load_motion(path: Path, model: mujoco.MjModel) -> MotionClip:
         return InvalidInput(f"{path}: invalid motion clip: {what}")
 
     try:
+        check_declared_sizes(path)
         with np.load(path, allow_pickle=False) as npz:
             data = {k: npz[k] for k in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
