@@ -181,3 +181,23 @@ def test_a_gl_backend_mujoco_cannot_load_is_one_line(value):
         return
     assert done.returncode == 2
     assert one_line(done.stderr).startswith(f"soaklab: error: MUJOCO_GL={value}: MuJoCo cannot load")
+
+
+def test_non_finite_weights_are_refused_by_export_play_and_evaluate(cli, tmp_path, cartpole_run):
+    """The run's own checkpoint with one NaN weight: a policy of NaN is never written where a
+    deployment would pick it up, and the refused checkpoint is left as it was."""
+    import hashlib
+
+    payload = torch.load(cartpole_run / "checkpoints" / "model_final.pt", weights_only=True)
+    actor = payload["agent"]["actor"]
+    name = next(k for k, v in actor.items() if v.is_floating_point())
+    actor[name].view(-1)[0] = float("nan")
+    nan = tmp_path / "nan.pt"
+    torch.save(payload, nan)
+    before = hashlib.sha256(nan.read_bytes()).hexdigest()
+    for command, out in (("export", tmp_path / "p.onnx"), ("play", tmp_path / "p.mp4"),
+                         ("evaluate", tmp_path / "e.json")):
+        result = cli(command, cartpole_run, "--checkpoint", nan, "--out", out)
+        assert result.code == 2 and f"agent.actor.{name} holds non-finite values" in one_line(result.err)
+        assert not out.exists()
+    assert hashlib.sha256(nan.read_bytes()).hexdigest() == before

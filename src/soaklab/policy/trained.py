@@ -90,6 +90,10 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
     if theirs is not None and theirs != record["config_hash"]:
         raise InvalidInput(f"{path}: a checkpoint of another run (config {str(theirs)[:19]}), not of {run_dir} "
                            f"(config {record['config_hash'][:19]}); give one from {run_dir / 'checkpoints'}")
+    diverged = next(iter(non_finite_tensors(state)), None)
+    if diverged is not None:  # a policy of NaN would export, play and deploy as if it were one
+        raise InvalidInput(f"{path}: {diverged} holds non-finite values; the run diverged "
+                           "(its run_summary.json says where)")
     spaces = task_spaces(record["task"])
     run = run_of(run_dir, record)
     agent = make_agent(record["algo"], spaces.actor_obs, spaces.critic_obs, spaces.action, 1, run.algo,
@@ -103,6 +107,15 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
     for module in agent.modules():
         module.eval()
     return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent)
+
+
+def non_finite_tensors(tree: Any, prefix: str = "agent") -> list[str]:
+    """The names of the floating tensors in a checkpoint's state that hold a NaN or an infinity."""
+    if isinstance(tree, dict):
+        return [name for key in sorted(tree, key=str) for name in non_finite_tensors(tree[key], f"{prefix}.{key}")]
+    if isinstance(tree, torch.Tensor) and tree.is_floating_point() and not bool(torch.isfinite(tree).all()):
+        return [prefix]
+    return []
 
 
 def run_of(run_dir: Path, record: dict[str, Any]) -> RunConfig:
