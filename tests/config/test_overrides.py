@@ -93,3 +93,24 @@ def test_an_mps_thread_share_without_mps_is_refused_before_anything_is_written(c
     assert one_line(result.err) == (f"soaklab: error: {override}: limits an MPS client; it needs "
                                     "training.cuda_process_sharing=mps")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value", [1e-05, 3e-08, 2.5e-07, 0.5, 1.0, 1e+20])
+def test_a_float_round_trips_however_it_is_written(cli, tmp_path, value):
+    """Python and JSON write small floats with an exponent and no dot (1e-05), which PyYAML reads as a
+    string: every way a value reaches an override (typed, JSON as the DAG writes it, Python's str)
+    reads back as the same float, and so does the run config written from it."""
+    from soaklab.config.overrides import parse_overrides
+
+    for text in (repr(value), json.dumps(value), str(value), f"{value:E}"):
+        parsed = parse_overrides([f"algo.critic_lr={text}"])[0].value
+        assert isinstance(parsed, float) and parsed == value, text
+    assert parse_overrides(["env.motion='1e-05'"])[0].value == "1e-05"  # quoted: the string it says
+    if value <= 1.0:  # a learning rate's range
+        out = tmp_path / "run_config.json"
+        assert cli("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco",
+                   f"algo.critic_lr={json.dumps(value)}", "--out", out).code == 0
+        record = json.loads(out.read_text())
+        again = parse_overrides([f"{k}={json.dumps(v)}" for k, v in record["overrides"].items()])
+        assert [(o.key, o.value) for o in again] == [("algo.critic_lr", value)]
+        assert type(record["config"]["algo"]["critic_lr"]) is float and record["config"]["algo"]["critic_lr"] == value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,11 @@ class Override:
     text: str
 
 
+# A float in exponent notation without a dot (1e-05, 3E+2): a float in YAML 1.2 and JSON, a string
+# to PyYAML's YAML 1.1. Unquoted only: '1e-05' in quotes stays the string it says it is.
+EXPONENT_FLOAT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+
+
 def parse_overrides(items: Iterable[str]) -> list[Override]:
     """Parse KEY=VALUE strings; VALUE is a YAML scalar (or flow list)."""
     parsed: list[Override] = []
@@ -44,6 +50,8 @@ def parse_overrides(items: Iterable[str]) -> list[Override]:
         except yaml.YAMLError as exc:
             first = str(exc).splitlines()[0]
             raise InvalidInput(f"override {key}: value {raw!r} is not valid YAML ({first})") from None
+        if isinstance(value, str) and EXPONENT_FLOAT.fullmatch(raw.strip()):
+            value = float(raw)  # YAML 1.1 reads 1e-05 as a string; Python and JSON write floats that way
         parsed.append(Override(key=key, value=value, text=item))
     return parsed
 
