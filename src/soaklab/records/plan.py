@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -222,6 +223,13 @@ def _checked_name(where: str, name: str, steps: int | None, task: str, max_env_s
                           f"({max_env_steps:,} = algo.max_iterations x algo.num_envs x ranks)")
 
 
+def _check_finite(where: str, value: Any) -> None:
+    """A NaN or infinite band, tolerance or threshold makes every comparison with it vacuous."""
+    values = value if isinstance(value, list) else [value]
+    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+        raise RecordError(f"{where}: {value}: must be finite (a NaN or infinite bound judges nothing)")
+
+
 def _figure(where: str, entry: dict[str, Any], task: str, max_env_steps: int | None) -> Figure:
     name, steps = entry["name"], entry.get("at_env_steps")
     _checked_name(where, name, steps, task, max_env_steps)
@@ -229,6 +237,8 @@ def _figure(where: str, entry: dict[str, Any], task: str, max_env_steps: int | N
     if rule != RULE_OF[name]:
         raise RecordError(f"{where}.rule: {rule}: {name} is compared by rule {RULE_OF[name]}")
     band, tolerance = entry.get("band"), entry.get("tolerance")
+    for field, value in (("band", band), ("tolerance", tolerance)):
+        _check_finite(f"{where}.{field}", value)
     if rule == "ratio":
         if band is None or not band[0] <= 1.0 <= band[1]:
             raise RecordError(f"{where}.band: {band}: expected [low, high] with low <= 1 <= high")
@@ -322,6 +332,8 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
         figure = Figure(entry["name"], RULE_OF[entry["name"]], at_env_steps=entry.get("at_env_steps"))
         if entry.get("min") is None and entry.get("max") is None:
             raise RecordError(f"{at}: give min or max")
+        for bound in ("min", "max"):
+            _check_finite(f"{at}.{bound}", entry.get(bound))
         thresholds.append(Threshold(figure, entry.get("min"), entry.get("max")))
     ci = bool(spec.get("ci", False))
     if ci and spec["machine"] != "cpu":
