@@ -400,7 +400,8 @@ class Learner:
         several ranks, each iteration's scalars are first combined over the ranks in one collective
         (every rank flushes at the same iterations); a failed run's last rows stay rank 0's own."""
         self._join_ingress()  # the device rows were written on the ingress stream
-        self.watch.drain()  # with the rows: one device read more per flush, none per step
+        if not self.shutting_down:  # a failure already drained them (_first_non_finite); a cancellation stands
+            self.watch.drain()  # with the rows: one device read more per flush, none per step
         rows = self.device_log.drain(self.stats)
         if self.group is not None and across_ranks and rows:
             keys = sorted(set().union(*(values for _, _, values in rows))
