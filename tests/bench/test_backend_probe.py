@@ -24,6 +24,10 @@ def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
     assert probe["throughput_env_control_steps_per_s"] > 0 and probe["raw_physics_ceiling_env_steps_per_s"] > 0
     assert set(probe["phases"]) == {"iteration_ms", "action_ms", "physics_ms", "task_ms"}
     assert probe["backend_diagnostics"]["available"] is True
+    finite = probe["finite_check"]  # the collector's check on the probe's own steps (G1: 20+ tensors)
+    assert finite["iters"] == 3 and finite["tensors_checked"] > 6
+    assert finite["step_ms"] > 0 and finite["fused_check_ms"] > 0 and finite["per_tensor_check_ms"] > 0
+    assert finite["fused_share_of_step"] == pytest.approx(finite["fused_check_ms"] / finite["step_ms"])
 
 
 @pytest.mark.parametrize(("flags", "words"), [

@@ -39,3 +39,33 @@ def test_a_report_round_trips_and_a_torn_one_reads_as_none(tmp_path):
     assert again is not None and str(again) == "non-finite reward (term upright) at iteration 7"
     path.write_text('{"iteration": ')
     assert NonFinite.read(path) is None
+
+
+DEVICES = [pytest.param("cpu"), pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_fused_flags_agree_with_isfinite_on_every_kind_of_value(device):
+    """The fused check (x * 0, then an L1 norm) against the plain one, tensor by tensor: NaN and both
+    infinities anywhere in a tensor are found; huge finite values, -0.0, empty, integer and bool
+    tensors are not. On the CPU the float32-only list takes numpy's path and the mixed one (bfloat16,
+    which numpy lacks) the fused ops; on a GPU both take the fused ops."""
+    from soaklab.rl.finite import non_finite_flags
+
+    nan, inf = float("nan"), float("inf")
+    generator = torch.Generator().manual_seed(0)
+    values = [torch.randn(1024, 97, generator=generator) for _ in range(6)]
+    values[1][512, 40] = nan
+    values[3][-1, -1] = inf
+    values[4][0, 0] = -inf
+    values += [torch.full((1024,), 3.0e38), torch.tensor([-0.0, 0.0]), torch.zeros(0), torch.arange(3),
+               torch.tensor([True, False]), torch.tensor([1.0, nan], dtype=torch.float64),
+               torch.tensor([65504.0], dtype=torch.float16), torch.tensor([inf], dtype=torch.bfloat16)]
+    values = [v.to(device) for v in values]
+    expected = [bool((~torch.isfinite(v)).any()) if v.is_floating_point() else False for v in values]
+    assert expected.count(True) == 5  # the test's own plants
+    assert non_finite_flags(values).cpu().tolist() == expected
+    same_dtype = [v for v in values if v.dtype == torch.float32]
+    assert non_finite_flags(same_dtype).cpu().tolist() == [bool((~torch.isfinite(v)).any()) for v in same_dtype]
+    assert non_finite_flags([]).tolist() == []

@@ -33,6 +33,7 @@ import mujoco
 import numpy as np
 import torch
 
+from soaklab.bench.finite_cost import finite_check_cost
 from soaklab.bench.timing import warp_replay_ms
 from soaklab.config.compose import compose
 from soaklab.errors import InvalidInput
@@ -120,6 +121,7 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
         raw.append(time.perf_counter() - t0)
 
     diagnostics = env.diagnostics()
+    finite = finite_check_cost(env, lambda: torch.rand(s.num_envs, 29, generator=generator) * 2 - 1, s.iters)
     env.close()
     iteration_ms = _median_ms(phases["iteration"])
     raw_ms = _median_ms(raw)
@@ -138,6 +140,7 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
         "raw": {"iteration_ms": raw_ms},
         "resets_per_iteration": statistics.mean(sum(len(e[0]) for e in ev) for ev in resets),
         "backend_diagnostics": diagnostics,
+        "finite_check": finite,
     }
 
 
@@ -239,6 +242,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
                        "env_steps_per_s": s.num_envs / (cap_ms / 1e3),
                        "solver": solver_counts(cap_counts, cap)})
     backend.m.opt.iterations = limit
+    finite = finite_check_cost(env, actions, s.iters)
     env.close()
     env_rate = s.num_envs / (iteration_ms / 1e3)
     ceiling = s.num_envs / (raw_ms / 1e3)
@@ -263,6 +267,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         "raw_capped": capped,
         "overflow_worlds": overflow,
         "backend_diagnostics": diagnostics,
+        "finite_check": finite,
     }
 
 
@@ -297,7 +302,8 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
         result = PROBES[backend](settings)
         results.append(result)
         print(f"bench: {backend}: {result['throughput_env_control_steps_per_s']:.0f} env-steps/s, raw ceiling "
-              f"{result['raw_physics_ceiling_env_steps_per_s']:.0f} ({result['env_over_ceiling']:.1%})", flush=True)
+              f"{result['raw_physics_ceiling_env_steps_per_s']:.0f} ({result['env_over_ceiling']:.1%}); finiteness "
+              f"check {result['finite_check']['fused_share_of_step']:.2%} of a step", flush=True)
     record = {
         "schema_version": SCHEMA_VERSION,
         "kind": "backend_probe",

@@ -34,6 +34,13 @@ from soaklab.tasks.env import StepResult
 from soaklab.tasks.registry import step_metrics
 
 
+def checked_step(actions: torch.Tensor, result: StepResult) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """What the collector checks for finiteness each step, by name, and the reward terms apart."""
+    return ({"action": actions, "observation": result.obs, "critic observation": result.critic_obs,
+             "next observation": result.final_obs, "next critic observation": result.final_critic_obs,
+             "reward": result.reward}, result.reward_terms)
+
+
 @dataclass(frozen=True)
 class CollectorSpec:
     handles: ChannelHandles
@@ -233,10 +240,7 @@ class Collector:
                     result = self.envs[g].step(actions)
                 self.nan_reward_fault(step, result)
                 # Checked before anything of this step is published: nothing non-finite reaches the learner.
-                self.watch.check(step, {"action": actions, "observation": result.obs,
-                                        "critic observation": result.critic_obs, "next observation": result.final_obs,
-                                        "next critic observation": result.final_critic_obs,
-                                        "reward": result.reward}, terms=result.reward_terms)
+                self.watch.check(step, *checked_step(actions, result))
                 # The next observations go first: the learner's next inference waits on them alone,
                 # and the staging below runs while it infers.
                 if not last:  # after the final step nothing is left to answer

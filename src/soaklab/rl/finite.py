@@ -18,11 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from soaklab.files.jsonfiles import write_json_atomic
 
 CLASSIFICATION = "non_finite"
+NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)  # what .numpy() takes (not bfloat16)
 
 
 class NonFinite(Exception):
@@ -47,6 +49,31 @@ class NonFinite(Exception):
             return None
 
 
+def non_finite_flags(values: list[torch.Tensor]) -> torch.Tensor:
+    """One flag per tensor: True where it holds a NaN or an infinity.
+
+    Fused, because the collector checks about twenty tensors a step and on a GPU
+    `~isfinite(v).all()` is two kernel launches each: x * 0 is 0 for every finite x and NaN for an
+    infinity or a NaN, and a sum carries a NaN through, so the L1 norm of x * 0 is 0 exactly when x
+    is finite (no overflow either, unlike a norm of x itself). `_foreach_mul`/`_foreach_norm` (what
+    torch's optimizers and clip_grad_norm_ fuse with) do that for all the tensors in a few launches.
+    An empty tensor is finite; a non-float one cannot hold a NaN. On the CPU, where the flags are read
+    at once anyway, numpy's isfinite per tensor is quicker still (a quarter of the fused ops' time for
+    G1's 15 tensors at 64 envs)."""
+    flags = torch.zeros(len(values), dtype=torch.bool, device=values[0].device if values else "cpu")
+    checked = [i for i, v in enumerate(values) if v.is_floating_point() and v.numel()]
+    if not checked:
+        return flags
+    if flags.device.type == "cpu" and all(values[i].dtype in NUMPY_FLOATS for i in checked):
+        return torch.tensor([v.is_floating_point() and not np.isfinite(v.detach().numpy()).all() for v in values],
+                            dtype=torch.bool)
+    zeroed = torch._foreach_mul([values[i] for i in checked], 0.0)
+    norms = torch.stack(torch._foreach_norm(zeroed, ord=1))
+    if len(checked) == len(values):
+        return norms != 0  # NaN != 0 is True, 0 != 0 is False
+    return flags.index_put((torch.tensor(checked, device=flags.device),), norms != 0)
+
+
 class FiniteWatch:
     """Finiteness flags of named tensors, read at once on the CPU and in batches on a GPU."""
 
@@ -60,8 +87,7 @@ class FiniteWatch:
         first: a NaN term makes its sum NaN too, and the term is the finding."""
         names = [(term_of, term) for term in terms or {}] + [(name, None) for name in tensors]
         values = [*(terms or {}).values(), *tensors.values()]
-        bad = torch.stack([~torch.isfinite(v).all() for v in values])
-        self.flags(iteration, tuple(names), bad)
+        self.flags(iteration, tuple(names), non_finite_flags(values))
 
     def flags(self, iteration: int, names: tuple[tuple[str, str | None], ...], bad: torch.Tensor) -> None:
         """Precomputed flags (True: that tensor holds a non-finite value), one per name."""
