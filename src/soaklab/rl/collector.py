@@ -239,12 +239,18 @@ class Collector:
                 with self.timer.span("env_step"):
                     result = self.envs[g].step(actions)
                 self.nan_reward_fault(step, result)
-                # Checked before anything of this step is published: nothing non-finite reaches the learner.
-                self.watch.check(step, *checked_step(actions, result))
+                # On the CPU the check is read at once, before anything of this step is published:
+                # nothing non-finite reaches the learner. A GPU's flags are read later anyway (with
+                # the metrics), so there the check is queued after the publication, off the path of
+                # the learner's next inference (its ~0.1 ms of launches: docs/runtime.md).
+                if not self.watch.deferred:
+                    self.watch.check(step, *checked_step(actions, result))
                 # The next observations go first: the learner's next inference waits on them alone,
                 # and the staging below runs while it infers.
                 if not last:  # after the final step nothing is left to answer
                     self.publish_obs(g, result.obs, result.done.to(torch.float32))
+                if self.watch.deferred:
+                    self.watch.check(step, *checked_step(actions, result))
                 obs, critic = prev[g]
                 rows = self.staging[a:b]
                 rows[:, r["obs"]] = obs
