@@ -116,10 +116,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     if os.environ.get(HOST_CAPABILITIES_ENV):
         raise InvalidInput(f"{HOST_CAPABILITIES_ENV}: simulates a host for planning and resolution only; "
                            "unset it to train on this host")
+    if args.resume is not None:
+        if args.run_config is not None or args.algo or args.overrides:
+            raise InvalidInput("--resume: takes the run's own run_config.json; give no --run-config, owner or overrides")
+        record = args.resume / "run_config.json"
+        if not record.is_file():
+            raise InvalidInput(f"--resume {args.resume}: no run_config.json there; not a run dir")
+        args.run_config = record
     source = RunSource(args.run_config, args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest)
     # NVML describes the GPUs without a CUDA context: the MPS daemon is chosen before one exists.
     resolved = obtain(source, probe_host(cuda_context=False))
-    run_dir, summary = train(select_for_run(resolved, apply=True))
+    run_dir, summary = train(select_for_run(resolved, apply=True), resume=args.resume)
     if summary["status"] == "completed" and not args.skip_post_training:
         from soaklab.policy.post_training import post_training
 
@@ -538,6 +545,8 @@ def add_run_commands(sub: Any) -> None:
     """Train and soak: a run, alone or under the soak monitor."""
     train = sub.add_parser("train", help="run the learner and its collector")
     train.add_argument("--run-config", type=Path, help="a run_config.json from `soaklab config resolve` (loaded)")
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                       help="continue an interrupted run in place from its newest checkpoint (its run_config.json)")
     _owner(train, required=False)
     train.add_argument("--assets-manifest", type=Path, help="the asset manifest (the run config's, or results/assets/)")
     train.add_argument("--skip-post-training", action="store_true",

@@ -66,14 +66,23 @@ def event_file(run_dir: Path) -> Path:
     return found[0]
 
 
-def verify_records(path: Path) -> int:
-    """Walk the event file's record framing (u64 length, its masked CRC-32C, the data, its masked
-    CRC-32C) and return the record count. TensorBoard's reader stops quietly at a bad or cut record,
-    which would pass a damaged file off as a shorter run: here it fails, naming the byte offset."""
+def record_bodies(path: Path, upto_damage: bool = False) -> list[bytes]:
+    """The event file's records, each checked against its CRCs (verify_records' walk). `upto_damage`:
+    the records before the first damaged one (a killed writer's cut last record), not an error."""
     from tensorboard.summary.writer.record_writer import masked_crc32c
 
     data = path.read_bytes()
-    offset = count = 0
+    bodies: list[bytes] = []
+    try:
+        _walk(data, path, bodies, masked_crc32c)
+    except InvalidInput:
+        if not upto_damage:
+            raise
+    return bodies
+
+
+def _walk(data: bytes, path: Path, bodies: list[bytes], masked_crc32c: Any) -> None:
+    offset = 0
     while offset < len(data):
         header = data[offset:offset + 12]
         if len(header) < 12:
@@ -88,8 +97,30 @@ def verify_records(path: Path) -> int:
         body = data[offset + 12:offset + 12 + length]
         if struct.unpack("<I", data[end - 4:end])[0] != masked_crc32c(body):
             raise InvalidInput(f"{path}: corrupted event record data at byte offset {offset}")
-        offset, count = end, count + 1
-    return count
+        bodies.append(body)
+        offset = end
+
+
+def carry_events(run_dir: Path, before_step: int) -> tuple[list[Any], Path | None]:
+    """A resumed run's events so far: those of its event file before `before_step` (the iteration it
+    resumes at), in file order, without the file-version header; and that file (None: no file yet).
+    Events at or after the step are the killed segment's lost work, rewritten by the resume."""
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    found = sorted(run_dir.glob("events.out.tfevents.*"))
+    if not found:
+        return [], None
+    if len(found) > 1:
+        raise InvalidInput(f"{run_dir}: {len(found)} event files; a run resumes with exactly one")
+    events = [Event.FromString(body) for body in record_bodies(found[0], upto_damage=True)]
+    return [e for e in events if not e.HasField("file_version") and e.step < before_step], found[0]
+
+
+def verify_records(path: Path) -> int:
+    """Walk the event file's record framing (u64 length, its masked CRC-32C, the data, its masked
+    CRC-32C) and return the record count. TensorBoard's reader stops quietly at a bad or cut record,
+    which would pass a damaged file off as a shorter run: here it fails, naming the byte offset."""
+    return len(record_bodies(path))
 
 
 def read_events(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:

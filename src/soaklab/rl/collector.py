@@ -27,6 +27,7 @@ from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.finite import FiniteWatch, NonFinite
+from soaklab.rl.resume import collector_path, save_atomic
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
@@ -55,6 +56,11 @@ class CollectorSpec:
     fault: Fault | None
     diagnostics_path: str  # where the backend's diagnostics go (rank 0: the run dir; others: a temp file)
     non_finite_path: str  # where the first non-finite value is reported (soaklab.rl.collector_process.non_finite_path)
+    # Resumable checkpoints (soaklab.rl.resume): the run dir this collector saves its state into
+    # every `save_interval` vector steps (None: it saves none), and the state it starts from.
+    run_dir: str | None = None
+    save_interval: int = 0
+    resume_from: str | None = None
 
 
 def group_run(run: RunConfig, size: int, group: int) -> RunConfig:
@@ -214,19 +220,51 @@ class Collector:
             term[0] = float("nan")
             result.reward[0] = float("nan")
 
+    def save_state(self, next_step: int, prev: list[tuple[torch.Tensor, torch.Tensor]],
+                   dones: list[torch.Tensor]) -> None:
+        """The collector's half of a resumable checkpoint (soaklab.rl.resume), after vector step
+        `next_step - 1` and before that vector is published: the learner cannot take it in, and so
+        cannot write its own half, before this file exists."""
+        assert self.spec.run_dir is not None
+        save_atomic({"step": next_step, "envs": [env.state_dict() for env in self.envs],
+                     "published": [(o, c, d) for (o, c), d in zip(prev, dones, strict=True)],
+                     "term_sums": self.term_sums, "term_count": self.term_count,
+                     "torch_rng": torch.get_rng_state()},
+                    collector_path(Path(self.spec.run_dir), next_step))
+
+    def start(self) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]], list[torch.Tensor]]:
+        """Reset every env and publish the first observations, or, resuming, restore the saved
+        state and publish again what had been published for the step the run resumes at."""
+        if self.spec.resume_from is None:
+            prev, dones = [], []
+            for env in self.envs:
+                obs, critic = env.reset()
+                prev.append((obs, critic))
+                dones.append(torch.zeros(obs.shape[0], device=obs.device))
+            return 0, prev, dones
+        state = torch.load(self.spec.resume_from, map_location="cpu", weights_only=False)
+        for env, saved in zip(self.envs, state["envs"], strict=True):
+            env.load_state_dict(saved)
+        device = self.env_device
+        prev = [(o.to(device), c.to(device)) for o, c, _ in state["published"]]
+        dones = [d.to(device) for _, _, d in state["published"]]
+        self.term_sums.copy_(state["term_sums"])
+        self.term_count = int(state["term_count"])
+        torch.set_rng_state(state["torch_rng"])
+        return int(state["step"]), prev, dones
+
     def run(self) -> None:
         ctl, r = self.ctl, self.rows
-        prev = []
-        for g, env in enumerate(self.envs):
-            obs, critic = env.reset()
-            prev.append((obs, critic))
-            self.publish_obs(g, obs, torch.zeros(obs.shape[0], device=obs.device))
+        first, prev, dones = self.start()
+        for g, ((obs, _), done) in enumerate(zip(prev, dones, strict=True)):
+            self.publish_obs(g, obs, done)
         if self.spec.fault is not None and self.spec.fault.name == "hang_collector_ready":
             while self.parent_alive() and not ctl[C.STOP]:  # never ready: start-up must be what times out
                 time.sleep(0.1)
             raise Stopped()
         ctl[C.READY] = 1
-        for step in range(self.spec.vector_steps):
+        saving = self.spec.run_dir is not None and self.spec.save_interval > 0
+        for step in range(first, self.spec.vector_steps):
             self.fault_hooks(step)
             last = step == self.spec.vector_steps - 1
             for g, (a, b) in enumerate(self.bounds):
@@ -247,8 +285,9 @@ class Collector:
                     self.watch.check(step, *checked_step(actions, result))
                 # The next observations go first: the learner's next inference waits on them alone,
                 # and the staging below runs while it infers.
+                dones[g] = result.done.to(torch.float32)
                 if not last:  # after the final step nothing is left to answer
-                    self.publish_obs(g, result.obs, result.done.to(torch.float32))
+                    self.publish_obs(g, result.obs, dones[g])
                 if self.watch.deferred:
                     self.watch.check(step, *checked_step(actions, result))
                 obs, critic = prev[g]
@@ -267,6 +306,8 @@ class Collector:
                 prev[g] = (result.obs, result.critic_obs)
             if (step + 1) % self.spec.metrics_interval == 0 or last:
                 self.write_metrics()  # before the ingress, so the learner sees step's metrics once drained
+            if saving and (step + 1) % self.spec.save_interval == 0 and not last:
+                self.save_state(step + 1, prev, dones)
             self.publish_vector()
             ctl[C.VECTOR_STEPS] += 1
         for env in self.envs:

@@ -44,6 +44,20 @@ class EpisodeStats:
         self.finished_lengths: deque[int] = deque(maxlen=window)
         self.step_reward = 0.0
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": self.returns.clone(), "lengths": self.lengths.clone(),
+                "finished_returns": list(self.finished_returns), "finished_lengths": list(self.finished_lengths),
+                "step_reward": self.step_reward}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.returns.copy_(state["returns"])
+        self.lengths.copy_(state["lengths"])
+        self.finished_returns.clear()
+        self.finished_returns.extend(state["finished_returns"])
+        self.finished_lengths.clear()
+        self.finished_lengths.extend(state["finished_lengths"])
+        self.step_reward = float(state["step_reward"])
+
     def observe(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         rewards, dones = rewards.double().cpu(), dones.bool().cpu()
         self.step_reward = float(rewards.mean())
@@ -131,11 +145,23 @@ class RunLogger:
     collector, not in between its iterations."""
 
     def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None,
-                 run_config: dict[str, Any] | None = None) -> None:
+                 run_config: dict[str, Any] | None = None, continue_before: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
+        from soaklab.metrics.events import carry_events
+
         self.run_dir = run_dir
+        # A resumed run (continue_before: the iteration it resumes at) keeps one event file: the old
+        # file's events before that iteration are copied into the new one, the rest (the work the
+        # kill lost) dropped, and the old file removed once the copy is on disk.
+        carried, old = carry_events(run_dir, continue_before) if continue_before is not None else ([], None)
         self.writer = SummaryWriter(log_dir=str(run_dir), flush_secs=5)
+        if old is not None:
+            for event in carried:
+                self.writer._get_file_writer().add_event(event)
+            self.writer.flush()
+            old.unlink()
+            identity = run_config = None  # carried with the rest
         if identity is not None:  # binds the event file to its run (checked by `soaklab validate`)
             self.writer.add_text(IDENTITY_TAG, json.dumps(identity, sort_keys=True), 0)
         if run_config is not None:  # TensorBoard's text tab shows what the run was (Markdown: a code block)
@@ -166,6 +192,7 @@ class RunLogger:
             except queue.Empty:
                 continue
             if item is None:
+                self._queue.task_done()
                 break
             values, step, walltime = item
             try:
@@ -174,6 +201,15 @@ class RunLogger:
                         self.writer.add_scalar(tag, value, step, walltime=walltime)
             except BaseException as exc:  # surfaced by the next scalars() or close()
                 self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def sync(self) -> None:
+        """Every row queued so far written and flushed to the event file (a checkpoint's rows)."""
+        self._queue.join()
+        self.writer.flush()
+        if self._error is not None:
+            raise RuntimeError(f"TensorBoard writer failed: {self._error}") from self._error
 
     def progress(self, iteration: int, env_steps: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -213,6 +249,9 @@ class SilentLogger:
         pass
 
     def progress(self, iteration: int, env_steps: int, force: bool = False) -> None:
+        pass
+
+    def sync(self) -> None:
         pass
 
     def terminal(self, iteration: int, fps: float, reward: float | None, length: float | None,

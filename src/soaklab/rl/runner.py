@@ -17,6 +17,7 @@ import io
 import multiprocessing as mp
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,17 @@ from soaklab.rl.logging import DeviceLog, EpisodeStats, RunLogger, SilentLogger
 from soaklab.rl.rank_group import RankGroup, collect_peers, first_failure
 from soaklab.rl.ranks import RankContext, RankGone
 from soaklab.rl.replay import ReplayRing
+from soaklab.rl.resume import (
+    Checkpoint,
+    collector_path,
+    host_rng_state,
+    learner_path,
+    load_tensor_state,
+    prune,
+    save_atomic,
+    set_host_rng_state,
+    tensor_state,
+)
 from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, build_summary, validate_summary
 from soaklab.rl.schedule import UPDATE_LAG_VECTORS, UpdateSchedule
 from soaklab.rl.timing import PhaseTimer
@@ -99,12 +111,17 @@ def leak_child() -> None:
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# Attributes of an agent that are wiring, not training state (the replay is saved on its own).
+AGENT_NOT_STATE = frozenset({"replay", "dp", "compilation"})
+
+
 class Learner:
     """`hold_updates` (benchmarks only): always answer with the policy, never update."""
 
     def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False,
-                 rank: RankContext | None = None) -> None:
+                 rank: RankContext | None = None, resume: Checkpoint | None = None) -> None:
         self.hold_updates = hold_updates
+        self.resume = resume  # the checkpoint this run continues from (soaklab.rl.resume)
         self.resolved = resolved
         self.rank = rank
         self.rank_index = rank.rank if rank is not None else 0
@@ -125,7 +142,12 @@ class Learner:
         self.shutdown = Shutdown()
         self.cancellation = Cancellation()
         self.iteration = 0
+        self.start_iteration = resume.iteration if resume is not None else 0
+        self.update_count = 0
         self.env_steps = 0
+        # Resumable checkpoints need every env's state saved; the MJWarp backend's is not yet, and a
+        # data-parallel run would need every rank's (docs/runtime.md, "Resuming a run").
+        self.resumable = self.world_size == 1 and resolved.composed.sim == "mujoco"
         self.start_time = time.monotonic()
         self.collector: CollectorProcess | None = None
         self.diagnostics_path = diagnostics_path(run_dir, self.rank_index)
@@ -230,7 +252,8 @@ class Learner:
         self.config_hash = record["config_hash"]  # every checkpoint names its run's configuration
         # Rank 0 alone writes the terminal, TensorBoard and progress.json.
         self.logger = (RunLogger(self.run_dir, self.max_iterations,
-                                 {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record)
+                                 {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record,
+                                 continue_before=self.start_iteration if self.resume is not None else None)
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.cfg.algo, self.device)
@@ -243,6 +266,8 @@ class Learner:
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
+        if self.resume is not None:
+            self._restore(self.resume)
         # Read once: ResolvedRun derives them from its config (a copy), and every iteration logs them.
         self.metric_names = self.resolved.collector_metrics
         spec = CollectorSpec(
@@ -252,6 +277,8 @@ class Learner:
             torch_threads=1, parent_pid=os.getpid(), fault=self.fault,
             diagnostics_path=str(self.diagnostics_path),
             non_finite_path=str(self.non_finite_path),
+            run_dir=str(self.run_dir) if self.resumable else None, save_interval=self.save_interval,
+            resume_from=str(self.resume.collector) if self.resume is not None else None,
         )
         self.shutdown.phase = "spawn"
         self.collector = CollectorProcess(ctx, spec)
@@ -259,7 +286,7 @@ class Learner:
         # Nothing is written meanwhile: progress.json appears only once the training loop can run, so
         # a watcher tells start-up (no progress.json yet) from training (progress.json rewritten).
         self.collector.wait_ready(self.arrays["control"], self._alive, self._check_ranks)
-        self.logger.progress(0, 0, force=True)
+        self.logger.progress(self.start_iteration, self.env_steps * self.world_size, force=True)
         self.shutdown.phase = "training"
         self._loop()
 
@@ -318,11 +345,10 @@ class Learner:
         self.agent.bind(self.replay, self.settings.batch_size)
         self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
                                     self.agent.diag_names, self.device)
-        update_count = 0
         self.diag_checked = tuple((f"loss/{name}", None) for name in self.agent.diag_names)
         last_counters = ctl.copy()
         mark = time.perf_counter()
-        for it in range(self.max_iterations):
+        for it in range(self.start_iteration, self.max_iterations):
             self.iteration = it
             self.cancellation.check()
             self._check_ranks()
@@ -347,11 +373,11 @@ class Learner:
                 transport.join()  # the last vector's ingress and reward statistics, before the update reads them
                 with self.timer.span("update"):
                     for _ in range(updates):
-                        self.agent.update(update_count)
-                        update_count += 1
+                        self.agent.update(self.update_count)
+                        self.update_count += 1
                 self.watch.flags(it, self.diag_checked, self.agent.non_finite_diagnostics())
             # Replay ingress: copy this vector step's chunks into the replay ring, release each slot.
-            target, filled = (it + 1) * chunks, 0
+            target, filled = (it + 1 - self.start_iteration) * chunks, 0  # the control block counts from this start
             with transport.ingesting():
                 while ctl[C.INGRESS_RELEASED] < target:
                     wait(h.ingress_filled, ctl, self._alive, stop_aware=False)
@@ -388,6 +414,9 @@ class Learner:
             last_counters = ctl.copy()
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
+                if self.resumable and it + 1 < self.max_iterations:
+                    self.iteration = it + 1
+                    self._save_resume(it + 1)
         transport.join()
         self.watch.drain()  # a GPU's last flags: a run that ends non-finite never ends completed
         self.iteration = self.max_iterations
@@ -457,6 +486,8 @@ class Learner:
                 time.sleep(1.0)
         if fault.due("leak_child", it):
             leak_child()
+        if fault.due("kill_learner", it):  # no shutdown at all: what a resume must recover from
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _checkpoint(self, name: str) -> None:
         if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
@@ -477,6 +508,40 @@ class Learner:
         except BaseException:  # a full disk leaves no partial checkpoint behind
             tmp.unlink(missing_ok=True)
             raise
+
+    def _save_resume(self, k: int) -> None:
+        """The learner's half of resumable checkpoint k (soaklab.rl.resume), after the collector's:
+        the event rows up to iteration k - 1 on disk first, so a resume never has a gap."""
+        self._flush_log()
+        self.logger.sync()
+        replay = self.replay
+        rows = replay.storage if replay.size == replay.capacity else replay.storage[: replay.size]
+        payload = {
+            "iteration": k, "env_steps": self.env_steps, "config_hash": self.config_hash,
+            "update_count": self.update_count, "exact": True,
+            "agent": tensor_state(self.agent, skip=AGENT_NOT_STATE),
+            "replay": {"rows": rows.detach().clone(), "ptr": replay.ptr, "size": replay.size,
+                       "generator": replay.generator.get_state()},
+            "stats": self.stats.state_dict(), "metrics": self.arrays["metrics"].copy(),
+            "host_rng": host_rng_state(), "collector": collector_path(self.run_dir, k).name,
+        }
+        save_atomic(payload, learner_path(self.run_dir, k))
+        prune(self.run_dir)
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        """Everything _save_resume wrote, before the collector is spawned and the agent is bound."""
+        state = checkpoint.learner
+        load_tensor_state(self.agent, state["agent"])
+        replay, saved = self.replay, state["replay"]
+        replay.storage[: saved["rows"].shape[0]].copy_(saved["rows"])
+        replay.ptr, replay.size = int(saved["ptr"]), int(saved["size"])
+        replay.size_t.fill_(replay.size)
+        replay.ptr_t.fill_(replay.ptr)
+        replay.generator.set_state(saved["generator"])
+        self.stats.load_state_dict(state["stats"])
+        self.arrays["metrics"][:] = state["metrics"]
+        self.env_steps, self.update_count = int(state["env_steps"]), int(state["update_count"])
+        set_host_rng_state(state["host_rng"])
 
     def _join_ingress(self) -> None:
         if self.transport is not None:  # closed at shutdown: the device was synchronised then

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
 from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.errors import InvalidInput
 from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
     from soaklab.rl.ranks import RankContext
+    from soaklab.rl.resume import Checkpoint
 
 
 def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
@@ -53,9 +55,25 @@ def _thread_error_line(args: threading.ExceptHookArgs) -> None:
     print(f"train: error: {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
 
 
-def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
+def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, ResolvedRun, Checkpoint]:
+    """The interrupted run dir to continue and its newest readable checkpoint, checked before
+    anything starts; the dir is claimed as a new run's would be."""
+    from soaklab.rl.resume import check_resumable
+
+    if resolved.ranks.parallel or resolved.composed.sim != "mujoco":
+        raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank MuJoCo runs for now "
+                           f"(this one: {resolved.composed.sim}, {resolved.ranks.world_size} rank(s))")
+    resolved = with_log_dir(resolved, run_dir)
+    found = check_resumable(run_dir, resolved.record()["config_hash"])
+    claim(run_dir)
+    return run_dir, resolved, found
+
+
+def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Run `resolved` to its end: its run dir and summary. What a completed standalone run does
-    next with its policy (export, playback) is the caller's (soaklab.policy.post_training)."""
+    next with its policy (export, playback) is the caller's (soaklab.policy.post_training).
+    `resume`: an interrupted run dir to continue from its newest checkpoint (soaklab.rl.resume)."""
+    from soaklab.rl.resume import begin_segment
     from soaklab.host.lifetime import dump_stacks_on_signal
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.runner import Learner
@@ -66,7 +84,16 @@ def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
         while True:  # a trainer that never writes anything: the monitor's startup timeout must end it
             time.sleep(1.0)
     origin = resolved.origin
-    run_dir, resolved = prepare_run_dir(resolved)
+    checkpoint = None
+    if resume is not None:
+        run_dir, resolved, checkpoint = resume_run_dir(resolved, resume)
+        for note in checkpoint.notes:
+            print(f"train: warning: {note}", file=sys.stderr, flush=True)
+        print(f"train: resuming {run_dir} at iteration {checkpoint.iteration} "
+              f"({checkpoint.learner['env_steps']} env steps)", flush=True)
+    else:
+        run_dir, resolved = prepare_run_dir(resolved)
+    begin_segment(run_dir, checkpoint.iteration if checkpoint else 0, checkpoint.iteration if checkpoint else None)
     print(f"train: config {origin}", flush=True)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
@@ -81,7 +108,7 @@ def train(resolved: ResolvedRun) -> tuple[Path, dict[str, Any]]:
         print(f"train: {plan.world_size} data-parallel ranks ({plan.backend}), one collector each; "
               "rank 0 logs for all", flush=True)
         rank = start_ranks(resolved, run_dir, rank_main)
-    learner = Learner(resolved, run_dir, rank=rank)
+    learner = Learner(resolved, run_dir, rank=rank, resume=checkpoint)
     summary = learner.run()
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written

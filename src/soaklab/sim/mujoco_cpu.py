@@ -113,6 +113,31 @@ class MujocoBackend:
 
         list(self._pool.map(work, parts))
 
+    # mjSTATE_INTEGRATION: everything mj_step reads that it does not recompute (qpos, qvel, act,
+    # time, controls, applied forces, mocap, the solver's warm start): MuJoCo's own definition of
+    # the state a bitwise continuation needs.
+    STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Each env's integration state, the packed buffer the task reads and the controls."""
+        size = mujoco.mj_stateSize(self.model, self.STATE_SPEC)
+        states = np.zeros((self.num_envs, size))
+        for i, d in enumerate(self.datas):
+            mujoco.mj_getState(self.model, d, states[i], self.STATE_SPEC)
+        return {"integration": states, "buffer": self.buffer.copy(), "ctrl": self.ctrl.copy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """The inverse of state_dict(). mj_step1 then recomputes the position and velocity stages, as
+        the end of every step() leaves them (see _step_chunk): the next step2 finds what it expects."""
+        states = np.asarray(state["integration"])
+        if states.shape != (self.num_envs, mujoco.mj_stateSize(self.model, self.STATE_SPEC)):
+            raise ValueError(f"physics state of shape {states.shape} does not fit {self.num_envs} envs of this model")
+        for i, d in enumerate(self.datas):
+            mujoco.mj_setState(self.model, d, states[i], self.STATE_SPEC)
+            mujoco.mj_step1(self.model, d)
+        np.copyto(self.buffer, state["buffer"])  # in place: the task holds views of both
+        np.copyto(self.ctrl, state["ctrl"])
+
     def diagnostics(self) -> dict:
         return diagnostics.available(
             self.backend_type,

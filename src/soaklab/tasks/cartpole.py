@@ -124,6 +124,16 @@ class CartpoleSwingupEnv:
         obs, critic = self.reset(done) if bool(done.any()) else (final_obs, final_critic)
         return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, terms)
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the next step reads (a resumable checkpoint, soaklab.rl.resume)."""
+        return {"rng": self.rng.get_state(), "episode_step": self.episode_step.clone(),
+                "backend": self.backend.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.set_state(state["rng"])
+        self.episode_step.copy_(state["episode_step"])
+        self.backend.load_state_dict(state["backend"])
+
     def diagnostics(self) -> dict:
         return self.backend.diagnostics()
 

@@ -464,6 +464,24 @@ class G1MotionTrackingEnv:
                                                  self.last_action[ids])
         return StepResult(obs, critic, reward, terminated, truncated, final_obs, final_critic, reward_terms, metrics)
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the next step reads (a resumable checkpoint, soaklab.rl.resume): the RNG, the
+        adaptive sampler's failure counts, each env's clip position and last action, the physics."""
+        if not hasattr(self.backend, "state_dict"):
+            raise NotImplementedError(f"{self.backend.backend_type}: its physics state is not saved yet; "
+                                      "a run on it cannot resume")
+        return {"rng": self.rng.get_state(), "failures": self.sampler.failures.clone(),
+                "start_frame": self.start_frame.clone(), "episode_step": self.episode_step.clone(),
+                "last_action": self.last_action.clone(), "backend": self.backend.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.set_state(state["rng"])
+        self.sampler.failures.copy_(state["failures"])
+        self.start_frame.copy_(state["start_frame"])
+        self.episode_step.copy_(state["episode_step"])
+        self.last_action = state["last_action"].to(self.device).clone()
+        self.backend.load_state_dict(state["backend"])
+
     def diagnostics(self) -> dict:
         record = self.backend.diagnostics()
         if self._device is not None and record.get("available"):

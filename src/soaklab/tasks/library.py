@@ -52,6 +52,15 @@ class MotionLibraryEnv:
             clips=self.clips,
         )
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"blocks": [env.state_dict() for env in self.envs]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["blocks"]) != len(self.envs):
+            raise ValueError(f"{len(state['blocks'])} clip blocks saved, {len(self.envs)} in this library")
+        for env, block in zip(self.envs, state["blocks"], strict=True):
+            env.load_state_dict(block)
+
     def diagnostics(self) -> dict[str, Any]:
         """The first block's backend diagnostics (every block runs the same backend), and the library."""
         return {**self.envs[0].diagnostics(),

@@ -1,0 +1,222 @@
+"""Resumable checkpoints: everything the next iteration reads, so a killed run continues where its
+last checkpoint left it, bit for bit on the CPU (docs/runtime.md, "Resuming a run").
+
+At every `algo.save_interval`, beside the policy's `checkpoints/model_<k>.pt`, the run dir's
+`resume/` gets two files for iteration k (the first iteration not yet run):
+- `collector_<k>.pt`, written by the collector after its vector step k - 1 and before it publishes
+  that vector (so it exists before the learner can take the vector in): each env group's state
+  (physics, RNG, sampler, clip positions), the observations it published for step k and the
+  metric sums it is accumulating;
+- `learner_<k>.pt`, written by the learner at the end of iteration k - 1, after its event rows are
+  on disk: the agent (networks, optimizers, normalizers, generator and every tensor it keeps), the
+  replay ring, the episode statistics, the counters, the host RNGs and the collector's metric row.
+The learner's file is written last and names its collector file: a learner file is the checkpoint.
+The last two are kept. A newest checkpoint that cannot be read falls back to the one before it,
+and says so.
+
+This works because the schedule is fixed (soaklab.rl.runner: update round `it` reads vector steps
+up to `it - 1`): at the end of iteration k - 1 the collector can only be waiting for step k's
+actions, so the two files are one consistent cut of the run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import write_json_atomic
+
+RESUME_DIR = "resume"
+KEEP = 2
+SEGMENTS = "segments.json"
+_LEARNER = re.compile(r"learner_(\d+)\.pt")
+
+
+def resume_dir(run_dir: Path) -> Path:
+    return run_dir / RESUME_DIR
+
+
+def collector_path(run_dir: Path, iteration: int) -> Path:
+    return resume_dir(run_dir) / f"collector_{iteration}.pt"
+
+
+def learner_path(run_dir: Path, iteration: int) -> Path:
+    return resume_dir(run_dir) / f"learner_{iteration}.pt"
+
+
+def save_atomic(payload: Any, path: Path) -> int:
+    """torch.save into memory, then one write and a rename (a kill leaves the old file or the new,
+    never half of one; a full disk is an OSError naming ENOSPC). Returns the bytes written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(buffer.getbuffer())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return buffer.getbuffer().nbytes
+
+
+def prune(run_dir: Path, keep: int = KEEP) -> None:
+    """Keep the newest `keep` learner checkpoints and their collector files; drop the rest."""
+    iterations = checkpoint_iterations(run_dir)
+    for k in iterations[:-keep] if len(iterations) > keep else []:
+        learner_path(run_dir, k).unlink(missing_ok=True)
+        collector_path(run_dir, k).unlink(missing_ok=True)
+    kept = set(iterations[-keep:])
+    for stray in resume_dir(run_dir).glob("collector_*.pt"):  # a collector file whose learner file never came
+        k = int(stray.stem.split("_")[1])
+        if k not in kept and k < max(kept, default=0):
+            stray.unlink(missing_ok=True)
+
+
+def checkpoint_iterations(run_dir: Path) -> list[int]:
+    found = [int(m.group(1)) for p in resume_dir(run_dir).glob("learner_*.pt") if (m := _LEARNER.fullmatch(p.name))]
+    return sorted(found)
+
+
+# -- host RNGs ---------------------------------------------------------------------------------------
+def host_rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                             "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_host_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- an object's tensors, modules, optimizers and generators -------------------------------------------
+def tensor_state(obj: Any, skip: frozenset[str] = frozenset(), depth: int = 1) -> dict[str, Any]:
+    """Every piece of training state an object holds in its attributes: tensors, modules,
+    optimizers, generators, and (to `depth`) plain soaklab objects holding those (FlashSAC's return
+    scale). Walking the attributes, rather than listing them per agent, means a tensor an agent adds
+    later is saved without anyone remembering to: a resume that forgets one is not exact."""
+    out: dict[str, Any] = {}
+    for name, value in vars(obj).items():
+        if name.startswith("_") or name in skip:
+            continue
+        if isinstance(value, torch.nn.Module | torch.optim.Optimizer):
+            out[name] = ("state_dict", value.state_dict())
+        elif isinstance(value, torch.Generator):
+            out[name] = ("generator", value.get_state())
+        elif isinstance(value, torch.Tensor):
+            out[name] = ("tensor", value.detach().clone())
+        elif depth > 0 and type(value).__module__.startswith("soaklab.") and hasattr(value, "__dict__"):
+            out[name] = ("object", tensor_state(value, depth=depth - 1))
+    return out
+
+
+def load_tensor_state(obj: Any, state: dict[str, Any]) -> None:
+    """The inverse of tensor_state(). Tensors are copied in place: a captured CUDA graph or a view
+    keeps pointing at the same memory."""
+    for name, (kind, value) in state.items():
+        target = getattr(obj, name)
+        if kind == "state_dict":
+            target.load_state_dict(value)
+        elif kind == "generator":
+            target.set_state(value)
+        elif kind == "tensor":
+            if target.shape != value.shape:
+                raise ValueError(f"{name}: saved shape {tuple(value.shape)}, this run's {tuple(target.shape)}")
+            target.copy_(value)
+        else:
+            load_tensor_state(target, value)
+
+
+# -- choosing a checkpoint -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    iteration: int
+    learner: dict[str, Any]
+    collector: Path
+    notes: tuple[str, ...]  # what was skipped on the way (a damaged newer checkpoint)
+
+
+def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
+    """The newest readable checkpoint; a damaged or incomplete newer one is named in `notes`."""
+    notes: list[str] = []
+    for k in reversed(checkpoint_iterations(run_dir)):
+        path, collector = learner_path(run_dir, k), collector_path(run_dir, k)
+        try:
+            learner = torch.load(path, map_location="cpu", weights_only=False)
+            if not isinstance(learner, dict) or learner.get("iteration") != k:
+                raise ValueError("not a learner checkpoint of this iteration")
+            if not collector.is_file():
+                raise ValueError(f"its collector state {collector.name} is missing")
+        except Exception as exc:  # any unreadable file: fall back, and say so
+            notes.append(f"{path.name} cannot be read ({type(exc).__name__}: {str(exc)[:120]}); "
+                         "falling back to the one before it")
+            continue
+        return Checkpoint(k, learner, collector, tuple(notes))
+    return None
+
+
+def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
+    """What `soaklab train --resume RUN_DIR` continues from, or one line on why it cannot."""
+    summary = run_dir / "run_summary.json"
+    if summary.is_file():
+        try:
+            status = json.loads(summary.read_text()).get("status")
+        except ValueError:
+            status = None
+        if status == "completed":
+            raise InvalidInput(f"--resume {run_dir}: the run completed; there is nothing to resume")
+    found = latest_checkpoint(run_dir)
+    if found is None:
+        raise InvalidInput(f"--resume {run_dir}: no readable checkpoint in {resume_dir(run_dir)} "
+                           "(one is written every algo.save_interval iterations)")
+    if found.learner.get("config_hash") != config_hash:
+        raise InvalidInput(f"--resume {run_dir}: its checkpoint at iteration {found.iteration} was made with config "
+                           f"{found.learner.get('config_hash')}, and run_config.json now resolves to {config_hash}; "
+                           "resume with the configuration the run started with")
+    return found
+
+
+# -- segments --------------------------------------------------------------------------------------------
+def read_segments(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return list(json.loads((run_dir / SEGMENTS).read_text())["segments"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None) -> list[dict[str, Any]]:
+    """Close the previous segment (a killed one never wrote its end: it ended where this resume
+    picks up, its later work discarded) and open this one."""
+    segments = read_segments(run_dir)
+    if segments and segments[-1].get("end_iteration") is None:
+        segments[-1].update(end_iteration=start_iteration, cause="killed (no shutdown recorded)",
+                            resumed_at=start_iteration)
+    elif segments:
+        segments[-1]["resumed_at"] = start_iteration
+    segments.append({"start_iteration": start_iteration, "resumed_from_checkpoint": resumed_from,
+                     "end_iteration": None, "cause": None})
+    write_json_atomic(run_dir / SEGMENTS, {"segments": segments})
+    return segments
+
+
+def end_segment(run_dir: Path, end_iteration: int, cause: str) -> list[dict[str, Any]]:
+    segments = read_segments(run_dir)
+    if segments:
+        segments[-1].update(end_iteration=end_iteration, cause=cause)
+        write_json_atomic(run_dir / SEGMENTS, {"segments": segments})
+    return segments
