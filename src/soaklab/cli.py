@@ -118,7 +118,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                            "unset it to train on this host")
     if args.resume is not None:
         if args.run_config is not None or args.algo or args.overrides:
-            raise InvalidInput("--resume: takes the run's own run_config.json; give no --run-config, owner or overrides")
+            raise InvalidInput("--resume: takes the run's own run_config.json; "
+                               "give no --run-config, owner or overrides")
         record = args.resume / "run_config.json"
         if not record.is_file():
             raise InvalidInput(f"--resume {args.resume}: no run_config.json there; not a run dir")

@@ -26,13 +26,14 @@ def finite_check_cost(env: BatchedEnv, actions: Callable[[], torch.Tensor], iter
     fused_ms: list[float] = []
     plain_ms: list[float] = []
     found: list[StepResult] = []
+    values: list[torch.Tensor] = []
     for _ in range(iters):
         a = actions()
-        step_ms += time_ms(lambda: found.append(env.step(a)), 1, device)
+        step_ms += time_ms(lambda a=a: found.append(env.step(a)), 1, device)
         tensors, terms = checked_step(a, found.pop())
         values = [*terms.values(), *tensors.values()]
-        fused_ms += time_ms(lambda: non_finite_flags(values), 1, device)
-        plain_ms += time_ms(lambda: torch.stack([~torch.isfinite(v).all() for v in values]), 1, device)
+        fused_ms += time_ms(lambda v=values: non_finite_flags(v), 1, device)
+        plain_ms += time_ms(lambda v=values: torch.stack([~torch.isfinite(x).all() for x in v]), 1, device)
     step, fused, plain = (statistics.median(x) for x in (step_ms, fused_ms, plain_ms))
     return {"iters": iters, "tensors_checked": len(values), "step_ms": step, "fused_check_ms": fused,
             "per_tensor_check_ms": plain, "fused_share_of_step": fused / step, "per_tensor_share_of_step": plain / step}

@@ -40,6 +40,7 @@ class LearnerOutcome:
     rank_records: list[dict[str, Any]] | None = None  # rank 0: every rank's device and GPU
     peer_reports: list[dict[str, Any] | None] | None = None  # rank 0: how ranks 1..N-1 ended
     dp_warmed_up: bool = False
+    segments: list[dict[str, Any]] | None = None  # the run's segments, one per start or resume (soaklab.rl.resume)
 
 
 def _counters(counters: np.ndarray | None) -> dict[C, int]:
@@ -190,6 +191,7 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
         "final_env_steps_per_sec": fps,
         "training_wall_time_sec": outcome.wall_time_s,
         "metric_schema_version": METRIC_SCHEMA_VERSION,
+        "segments": outcome.segments or [],
         "runtime_manifest": manifest,
     }
 

@@ -58,6 +58,7 @@ from soaklab.rl.replay import ReplayRing
 from soaklab.rl.resume import (
     Checkpoint,
     collector_path,
+    end_segment,
     host_rng_state,
     learner_path,
     load_tensor_state,
@@ -147,6 +148,7 @@ class Learner:
         self.env_steps = 0
         # Resumable checkpoints need every env's state saved; the MJWarp backend's is not yet, and a
         # data-parallel run would need every rank's (docs/runtime.md, "Resuming a run").
+        self.segments: list[dict[str, Any]] | None = None  # read back at shutdown (rank 0)
         self.resumable = self.world_size == 1 and resolved.composed.sim == "mujoco"
         self.start_time = time.monotonic()
         self.collector: CollectorProcess | None = None
@@ -226,7 +228,8 @@ class Learner:
             cuda_process_sharing=self.cuda_process_sharing,
             rank_records=self.group.records if self.group is not None else None,
             peer_reports=self.peer_reports,
-            dp_warmed_up=bool(self.group is not None and self.group.dp.warmed_up))
+            dp_warmed_up=bool(self.group is not None and self.group.dp.warmed_up),
+            segments=self.segments)
 
     def _run(self) -> None:
         seed_everything(self.cfg.algo.seed)
@@ -602,6 +605,8 @@ class Learner:
             self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps * self.world_size,
                                                                 force=True))
             self._step("close logger", self.logger.close)
+        self.segments = self._step("segments", lambda: end_segment(self.run_dir, self.iteration,
+                                                                   self.shutdown.classification))
         summary = build_summary(self.outcome(), counters)
         self._step("validate run summary", lambda: validate_summary(summary))
         summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
-from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, Resolved
     if resolved.ranks.parallel or resolved.composed.sim != "mujoco":
         raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank MuJoCo runs for now "
                            f"(this one: {resolved.composed.sim}, {resolved.ranks.world_size} rank(s))")
-    resolved = with_log_dir(resolved, run_dir)
+    # The recorded config as it is (its log_dir included): a run dir moved elsewhere still resumes.
     found = check_resumable(run_dir, resolved.record()["config_hash"])
     claim(run_dir)
     return run_dir, resolved, found
@@ -73,20 +73,21 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     """Run `resolved` to its end: its run dir and summary. What a completed standalone run does
     next with its policy (export, playback) is the caller's (soaklab.policy.post_training).
     `resume`: an interrupted run dir to continue from its newest checkpoint (soaklab.rl.resume)."""
-    from soaklab.rl.resume import begin_segment
     from soaklab.host.lifetime import dump_stacks_on_signal
     from soaklab.rl.faults import fault_from_env
+    from soaklab.rl.resume import begin_segment
     from soaklab.rl.runner import Learner
 
+    checkpoint = None
+    if resume is not None:  # refused before anything starts
+        run_dir, resolved, checkpoint = resume_run_dir(resolved, resume)
     dump_stacks_on_signal()
     fault = fault_from_env()
     if fault is not None and fault.name == "hang_startup":
         while True:  # a trainer that never writes anything: the monitor's startup timeout must end it
             time.sleep(1.0)
     origin = resolved.origin
-    checkpoint = None
-    if resume is not None:
-        run_dir, resolved, checkpoint = resume_run_dir(resolved, resume)
+    if checkpoint is not None:
         for note in checkpoint.notes:
             print(f"train: warning: {note}", file=sys.stderr, flush=True)
         print(f"train: resuming {run_dir} at iteration {checkpoint.iteration} "

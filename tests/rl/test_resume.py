@@ -1,0 +1,149 @@
+"""Resumable checkpoints (soaklab.rl.resume): a run SIGKILLed after a checkpoint and resumed with
+`soaklab train --resume` ends with the same Train/ and Loss/ series and the same final weights, bit
+for bit, as the run that was never interrupted; what cannot resume is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from soaklab.config.overrides import merge_overrides
+from soaklab.metrics.events import event_file, read_scalars
+from soaklab.rl.resume import checkpoint_iterations, learner_path
+from tests.conftest import one_line
+from tests.rl.conftest import FAST
+
+# 60 iterations, a checkpoint every 20 (the last two kept: 20 and 40), the kill at iteration 47:
+# the resume discards 7 iterations of work and redoes them.
+SHORT = ("algo.max_iterations=60", "algo.save_interval=20", "algo.num_envs=4", "algo.batch_size=64")
+KILL_AT = 47
+
+
+def train(run_dir: Path, *args: str, fault: str | None = None, algo: str = "sac", task: str = "cartpole_swingup",
+          manifest: Path | None = None, resume: bool = False) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("SOAKLAB_FAULT", None)
+    if fault:
+        env["SOAKLAB_FAULT"] = fault
+    if resume:
+        cmd = [sys.executable, "-m", "soaklab", "train", "--resume", str(run_dir), "--skip-post-training"]
+    else:
+        cmd = [sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", task, "--sim", "mujoco",
+               *merge_overrides(list(FAST), list(SHORT + args)), f"training.log_dir={run_dir}",
+               "--skip-post-training"]
+    if manifest is not None and not resume:
+        cmd += ["--assets-manifest", str(manifest)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def series(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    frame = read_scalars(event_file(run_dir))
+    return {tag: list(zip(rows.step.tolist(), rows.value.tolist(), strict=True))
+            for tag, rows in frame.groupby("tag") if tag.startswith(("Train/", "Loss/"))}
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    agent = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=False)["agent"]
+    return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
+            if isinstance(value, torch.Tensor)}
+
+
+def assert_same_run(resumed: Path, unbroken: Path) -> None:
+    a, b = series(resumed), series(unbroken)
+    assert sorted(a) == sorted(b) and len(a) >= 5
+    for tag in b:
+        assert a[tag] == b[tag], f"{tag} differs after the resume"
+    wa, wb = weights(resumed), weights(unbroken)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wb)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> tuple[Path, Path]:
+    """An unbroken SAC cart-pole run, and the same run SIGKILLed at iteration 47 (untouched after)."""
+    root = tmp_path_factory.mktemp("resume")
+    done = train(root / "unbroken")
+    assert done.returncode == 0, done.stdout + done.stderr
+    killed = train(root / "killed", fault=f"kill_learner@{KILL_AT}")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert checkpoint_iterations(root / "killed") == [20, 40]
+    assert not (root / "killed" / "run_summary.json").exists()  # nothing was shut down
+    return root / "unbroken", root / "killed"
+
+
+def copy_of(run_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run_dir, tmp_path / run_dir.name))
+
+
+def test_a_killed_run_resumes_bit_for_bit(pair, tmp_path):
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming" in resumed.stdout and "at iteration 40" in resumed.stdout
+    assert_same_run(run_dir, unbroken)
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["completed_iterations"] == 60
+    assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 40), (40, 60)]
+    causes = [s["cause"] for s in summary["segments"]]
+    assert causes[0].startswith("killed") and causes[1] == "normal_completion"
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1  # the event log continues in one file
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pair, tmp_path):
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    newest = learner_path(run_dir, 40)
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a torn write
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "learner_40.pt cannot be read" in resumed.stderr and "falling back" in resumed.stderr
+    assert "at iteration 20" in resumed.stdout
+    assert_same_run(run_dir, unbroken)  # 27 iterations redone, the same bits
+
+
+def test_flashsac_on_g1_resumes_bit_for_bit(g1_assets, tmp_path):
+    """The project's own task and agent: physics, adaptive sampler, held noise, return scale."""
+    args = dict(algo="flashsac", task="g1_motion_tracking", manifest=g1_assets.manifest_path)
+    done = train(tmp_path / "unbroken", **args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    killed = train(tmp_path / "killed", fault=f"kill_learner@{KILL_AT}", **args)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = train(tmp_path / "killed", resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert_same_run(tmp_path / "killed", tmp_path / "unbroken")
+
+
+def test_what_cannot_resume_is_refused_in_one_line(pair, tmp_path, cli):
+    unbroken, killed = pair
+    result = cli("train", "--resume", tmp_path / "nowhere")
+    assert result.code == 2 and "no run_config.json there" in one_line(result.err)
+
+    result = cli("train", "--resume", unbroken)
+    assert result.code == 2 and "the run completed" in one_line(result.err)
+
+    bare = copy_of(killed, tmp_path)
+    shutil.rmtree(bare / "resume")
+    result = cli("train", "--resume", bare)
+    assert result.code == 2 and "no readable checkpoint" in one_line(result.err)
+
+    changed = tmp_path / "changed"
+    shutil.copytree(killed, changed)
+    for k in checkpoint_iterations(changed):  # as if the run had been started with another config
+        state = torch.load(learner_path(changed, k), weights_only=False)
+        state["config_hash"] = "sha256:" + "0" * 64
+        torch.save(state, learner_path(changed, k))
+    before = sorted(p.name for p in changed.rglob("*"))
+    result = cli("train", "--resume", changed)
+    assert result.code == 2 and "was made with config sha256:000" in one_line(result.err)
+    assert sorted(p.name for p in changed.rglob("*")) == before  # nothing changed
+
+    result = cli("train", "--resume", killed, "--run-config", killed / "run_config.json")
+    assert result.code == 2 and "--resume: takes the run's own run_config.json" in one_line(result.err)
