@@ -177,3 +177,26 @@ def test_invalid_workflow_config_is_refused_at_load(project, tmp_path, overlay, 
     proc = snakemake(project, "soak", "-n", overlays=(path,))
     assert proc.returncode != 0
     assert words in proc.stderr + proc.stdout
+
+
+def test_a_soak_killed_mid_run_resumes_on_the_next_dag_run(project):
+    """The trainer SIGKILLed at iteration 23 (checkpoints every 10): the failed soak keeps its run as
+    results/cpu/train.interrupted; the same `snakemake soak` again resumes it at iteration 20 and the
+    run validates, its soak JSON and run summary naming both segments."""
+    _, work, _ = project
+    proc = snakemake(project, "soak", fault="kill_learner@23")
+    assert proc.returncode != 0
+    interrupted = work / "results/cpu/train.interrupted"
+    assert (interrupted / "resume/learner_20.pt").is_file() and not (work / "results/cpu/train").exists()
+    assert "kept the interrupted run" in (work / "logs/cpu/train_soak.log").read_text()
+
+    proc = snakemake(project, "soak")
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming the interrupted run" in (work / "logs/cpu/train_soak.log").read_text()
+    assert json.loads((work / "results/cpu/validation.json").read_text())["status"] == "passed"
+    soak = json.loads((work / "results/cpu/soak.json").read_text())
+    assert [s["status"] for s in soak["segments"]] == ["failed", "passed"]
+    assert soak["segments"][0]["leak"] is False and soak["command"]["trainer"][3:5] == ["train", "--resume"]
+    summary = json.loads((work / "results/cpu/train/run_summary.json").read_text())
+    assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 20), (20, 30)]
+    assert not interrupted.exists()

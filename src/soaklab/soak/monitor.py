@@ -31,6 +31,7 @@ from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
 from soaklab.soak.criteria import failed, run_summary_checks
+from soaklab.soak.interrupted import adopt_interrupted, earlier_segments, keep_interrupted
 from soaklab.soak.leak import leak_verdict
 from soaklab.soak.request import SoakRequest, check_extra_overrides, check_outputs
 from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_members, take_sample
@@ -80,6 +81,11 @@ def resolve_request(request: SoakRequest) -> ResolvedRun:
     return select_for_run(obtain(source, probe_host(cuda_context=False)), apply=False)
 
 
+def resume_command(request: SoakRequest) -> list[str]:
+    """The trainer of an adopted interrupted run (soaklab.soak.interrupted): its run dir, resumed."""
+    return [sys.executable, "-m", "soaklab", "train", "--resume", str(request.log_dir), "--skip-post-training"]
+
+
 def trainer_command(request: SoakRequest) -> list[str]:
     """The trainer loads the record the monitor wrote into its run dir: one resolution per soak. A soak
     proves the runtime: no export or playback after it (`snakemake play` makes both)."""
@@ -100,6 +106,7 @@ class Monitor:
         self.write_errors: list[str] = []  # soak JSON / evidence writes that failed (one line each)
         self.with_gpu = gpu.gpu_identity() is not None
         self.watch = Watch(started_at=time.monotonic())
+        self.resumed_at: int | None = None  # the iteration an adopted interrupted run resumes at
 
     # -- watching ----------------------------------------------------------------------------------
     def _elapsed(self) -> float:
@@ -215,6 +222,15 @@ class Monitor:
     # -- the soak ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         request = self.request
+        self.resumed_at, note = adopt_interrupted(request.log_dir, self.resolved.record()["config_hash"])
+        if note:
+            print(f"soak: {note}", flush=True)
+        if self.resumed_at is not None:
+            earlier = request.console_log.with_name(f"soak-console-before-{self.resumed_at}.log")
+            if request.console_log.exists():
+                request.console_log.rename(earlier)
+            self.command = resume_command(request)
+            print(f"soak: resuming the interrupted run {request.log_dir} at iteration {self.resumed_at}", flush=True)
         request.log_dir.mkdir(parents=True, exist_ok=True)
         # The claim on the log dir: its console log, created exclusively. A second soak aimed at the
         # same dir (however close in time its checks ran) stops here, before touching anything.
@@ -266,6 +282,10 @@ class Monitor:
             except OSError as exc:
                 self.write_errors.append(f"{what}: cannot write {exc.filename or ''}: {exc.strerror or exc}")
                 print(f"soak: error: {self.write_errors[-1]}", file=sys.stderr, flush=True)
+        if soak["status"] != "passed" and self.proc is not None:
+            kept = keep_interrupted(request.log_dir, soak)
+            if kept is not None:
+                print(f"soak: kept the interrupted run in {kept}; the same soak again resumes it", flush=True)
         return soak
 
     def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
@@ -301,6 +321,12 @@ class Monitor:
             "post_shutdown": {"grace_seconds": self.budget.post_shutdown_grace, "residual_processes": residual,
                               "shm_removed": self.watch.shm_removed},
             "run_summary": summary,
+            # One per trainer start: the interrupted ones' verdicts, then this one's (docs/soak.md).
+            "segments": [*earlier_segments(self.request.log_dir),
+                         {"status": "passed" if classification is None else "failed",
+                          "failure_classification": classification, "failure_reason": reason,
+                          "duration_s": round(duration_s, 3), "leak": verdict["leak"],
+                          "completed_iterations": (summary or {}).get("completed_iterations")}],
         }
         errors = schema_errors("soak", soak)
         if errors:  # still written: the evidence matters more than the shape
