@@ -150,6 +150,9 @@ class Learner:
         # data-parallel run would need every rank's (docs/runtime.md, "Resuming a run").
         self.segments: list[dict[str, Any]] | None = None  # read back at shutdown (rank 0)
         self.resumable = self.world_size == 1 and resolved.composed.sim == "mujoco"
+        self.resume_record: dict[str, Any] = {
+            "resumable": self.resumable, "resumed_from": self.start_iteration if resume is not None else None,
+            "checkpoints_written": 0, "last_iteration": None}
         self.start_time = time.monotonic()
         self.collector: CollectorProcess | None = None
         self.diagnostics_path = diagnostics_path(run_dir, self.rank_index)
@@ -515,6 +518,7 @@ class Learner:
     def _save_resume(self, k: int) -> None:
         """The learner's half of resumable checkpoint k (soaklab.rl.resume), after the collector's:
         the event rows up to iteration k - 1 on disk first, so a resume never has a gap."""
+        t0 = time.perf_counter()
         self._flush_log()
         self.logger.sync()
         replay = self.replay
@@ -528,8 +532,13 @@ class Learner:
             "stats": self.stats.state_dict(), "metrics": self.arrays["metrics"].copy(),
             "host_rng": host_rng_state(), "collector": collector_path(self.run_dir, k).name,
         }
-        save_atomic(payload, learner_path(self.run_dir, k))
+        learner_bytes = save_atomic(payload, learner_path(self.run_dir, k))
+        collector_bytes = collector_path(self.run_dir, k).stat().st_size
         prune(self.run_dir)
+        # What a checkpoint costs: the learner's side in time (the collector's is in its env step).
+        self.resume_record.update(checkpoints_written=self.resume_record["checkpoints_written"] + 1, last_iteration=k,
+                                  last_learner_bytes=learner_bytes, last_collector_bytes=collector_bytes,
+                                  last_learner_seconds=round(time.perf_counter() - t0, 4))
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         """Everything _save_resume wrote, before the collector is spawned and the agent is bound."""
@@ -631,7 +640,7 @@ class Learner:
             self.shutdown.classification, self.shutdown.owner, self.shutdown.exception = failure
 
     def _learner_diagnostics(self) -> dict[str, Any]:
-        return {"cuda_graph": self.agent.capture_diagnostics(),
+        return {"cuda_graph": self.agent.capture_diagnostics(), "resume": self.resume_record,
                 "schedule": {"update_lag_vectors": UPDATE_LAG_VECTORS,
                              "log_interval_iterations": self.settings.collector_metrics_interval,
                              "n_step": {"requested": self.replay.n_step_requested,
