@@ -6,7 +6,8 @@
 #
 # 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py; its JSON is the visit's raw
 #    physics ceiling), the CUDA MPS daemon started;
-# 2. RUNS (default both) FlashSAC trainings side by side on the one GPU, each stopped by SIGTERM after MINUTES
+# 2. RUNS (default both) FlashSAC trainings side by side on the one GPU, each ended by its own budget
+#    (training.max_wall_minutes: completed, stop reason time_budget) after MINUTES
 #    (default 10) of wall clock counted from its own start (start-up and compilation included):
 #    `largebox` (the default clip) and `library` (env.motion=[largebox,crawl_slope], each clip on its
 #    own scene). Side by side, each run has less of the GPU than it would alone, so a goal met here

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from soaklab.errors import InvalidInput, SoaklabError
+from soaklab.errors import REQUEUE_EXIT, InvalidInput, SoaklabError
 from soaklab.policy.gl import GL_BACKENDS, gl_load_error, preset_gl
 
 
@@ -138,6 +138,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if shutdown["cleanup"]["errors"]:
         print(f"train: cleanup errors: {shutdown['cleanup']['errors'][0]}", file=sys.stderr)
     code = 0 if summary["status"] == "completed" and not shutdown["cleanup"]["errors"] else 1
+    resumable_at = (shutdown.get("cancellation") or {}).get("resumable_checkpoint")
+    if code and resumable_at is not None and shutdown["classification"] == "external_cancellation":
+        print(f"train: {shutdown['cancellation']['signal']} after a resumable checkpoint at iteration {resumable_at}; "
+              f"`soaklab train --resume {run_dir}` continues it (exit {REQUEUE_EXIT}: requeue me)", file=sys.stderr)
+        return REQUEUE_EXIT
     if code and resolved.ranks.parallel and resolved.ranks.backend == "nccl":
         from soaklab.host.lifetime import exit_now
 
@@ -185,6 +190,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         return 0
     print(f"soak: failed ({soak['failure_classification']}): {soak['failure_reason']}; {args.output}",
           file=sys.stderr)
+    if monitor.requeue():
+        return REQUEUE_EXIT
     return 1
 
 

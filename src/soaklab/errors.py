@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# The exit code of a trainer or soak cancelled after it wrote a resumable checkpoint at the signal:
+# "run me again and I resume" (EX_TEMPFAIL of sysexits.h: a temporary failure, the request may be
+# retried). A scheduler's requeue, or the same command again, continues the run.
+REQUEUE_EXIT = 75
+
 
 class SoaklabError(Exception):
     """Base of soaklab's own errors; ``exit_code`` is what the CLI returns."""

@@ -1,4 +1,4 @@
-"""Every numeric algorithm, env and task setting has a meaningful range, checked on the composed
+"""Every numeric algorithm, env, task and training setting has a meaningful range, checked on the composed
 config before anything is spawned: one line, exit 2, naming the setting, the value and the range."""
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ def _owners():
     ("task.sampler_settings.adaptive_uniform_ratio=1.5", "must be in [0, 1]"),
     ("task.reset_noise.joint_pos=-0.1", "task.reset_noise.joint_pos=-0.1 (float): must be in [0, inf)"),
     ("algo.log_std_min=9.0", "algo.log_std_min=9.0 (float): must be below algo.log_std_max="),
+    ("training.max_wall_minutes=0", "training.max_wall_minutes=0: must be in (0, inf)"),
+    ("training.max_wall_minutes=-2.5", "training.max_wall_minutes=-2.5 (float): must be in (0, inf)"),
+    ("training.max_wall_minutes=nan", "training.max_wall_minutes='nan' (str): must be of type float"),
+    ("training.max_wall_minutes=soon", "training.max_wall_minutes='soon' (str): must be of type float"),
+    ("training.max_wall_minutes=5 training.dp_ranks=2", "is for one-rank runs for now (this one has 2)"),
 ])
 def test_a_meaningless_setting_is_one_line_and_exit_2(cli, tmp_path, override, words):
     out = tmp_path / "run_config.json"
-    result = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", override,
-                 "--out", out)
+    result = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+                 *override.split(), "--out", out)
     assert result.code == 2 and words in one_line(result.err)
     assert not out.exists()
 

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from soaklab.config.overrides import merge_overrides
+from soaklab.errors import REQUEUE_EXIT
+from soaklab.files.checkpoints import checkpoint_iterations, learner_path
 from soaklab.metrics.events import event_file, read_scalars
-from soaklab.rl.resume import checkpoint_iterations, learner_path
 from tests.conftest import one_line
 from tests.rl.conftest import FAST
 
@@ -93,8 +94,32 @@ def test_a_killed_run_resumes_bit_for_bit(pair, tmp_path):
     assert summary["status"] == "completed" and summary["completed_iterations"] == 60
     assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 40), (40, 60)]
     causes = [s["cause"] for s in summary["segments"]]
-    assert causes[0].startswith("killed") and causes[1] == "normal_completion"
+    assert causes[0].startswith("killed") and causes[1] == "max_iterations"
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1  # the event log continues in one file
+
+
+def test_a_sigterm_checkpoints_the_iteration_it_finishes_and_asks_to_be_requeued(pair, tmp_path):
+    """A scheduler's preemption: SIGTERM mid-run. The learner finishes the iteration in flight and
+    the next, writes a resumable checkpoint there (the collector's half at the step it was asked
+    for), exits REQUEUE_EXIT, and the resume from that checkpoint redoes nothing and differs in no bit."""
+    unbroken, _ = pair
+    run_dir = tmp_path / "preempted"
+    stopped = train(run_dir, fault="sigterm_learner@33")  # noticed at iteration 34's start
+    assert stopped.returncode == REQUEUE_EXIT, stopped.stdout + stopped.stderr
+    assert "SIGTERM after a resumable checkpoint at iteration 35" in stopped.stderr
+    assert checkpoint_iterations(run_dir) == [20, 35]
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed" and shutdown["classification"] == "external_cancellation"
+    assert shutdown["cancellation"] == {"signal": "SIGTERM", "noticed": "safe point", "resumable_checkpoint": 35}
+    assert summary["completed_iterations"] == 35
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "at iteration 35" in resumed.stdout
+    assert_same_run(run_dir, unbroken)
+    segments = json.loads((run_dir / "run_summary.json").read_text())["segments"]
+    assert [(s["start_iteration"], s["end_iteration"], s["cause"]) for s in segments] == [
+        (0, 35, "external_cancellation"), (35, 60, "max_iterations")]
 
 
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pair, tmp_path):

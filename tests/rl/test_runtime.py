@@ -9,6 +9,8 @@ import time
 import pytest
 import torch
 
+from soaklab.errors import REQUEUE_EXIT
+from soaklab.files.checkpoints import checkpoint_iterations
 from soaklab.schemas import schema_errors
 from tests.conftest import CUDA_HOST, one_line
 from tests.rl.conftest import process_gone
@@ -107,12 +109,18 @@ def test_a_signal_cancels_the_run_cleanly(start_train, sig):
     run.wait_for_iteration(3)
     # SIGINT goes to the whole group, as Ctrl-C would; the collector ignores it.
     (os.killpg if sig == signal.SIGINT else os.kill)(run.proc.pid, sig)
-    assert run.wait(timeout=120) == 1  # a bound for a hung process, not a speed claim
+    code = run.wait(timeout=120)  # a bound for a hung process, not a speed claim
     shutdown = failed(run, "external_cancellation", "learner")
     assert shutdown["exception"]["message"] == signal.Signals(sig).name
-    # Which of the two noticed it depends on the load (tests/rl/test_cancel.py tells them apart).
-    assert shutdown["cancellation"]["signal"] == signal.Signals(sig).name
-    assert shutdown["cancellation"]["noticed"] in ("safe point", "forced")
+    # Which of the two noticed it depends on the load (tests/rl/test_cancel.py tells them apart). At
+    # the safe point a resumable run checkpoints first and asks to be run again.
+    cancellation = shutdown["cancellation"]
+    assert cancellation["signal"] == signal.Signals(sig).name
+    if cancellation["noticed"] == "safe point":
+        k = cancellation["resumable_checkpoint"]
+        assert code == REQUEUE_EXIT and k in checkpoint_iterations(run.run_dir)
+    else:
+        assert cancellation["noticed"] == "forced" and code == 1
 
 
 def test_invalid_settings_never_spawn_a_collector(start_train):

@@ -8,7 +8,10 @@ import time
 
 import pytest
 
+from soaklab.errors import REQUEUE_EXIT
+from soaklab.files.checkpoints import checkpoint_iterations
 from soaklab.schemas import schema_errors
+from soaklab.soak.interrupted import interrupted_dir
 from soaklab.soak.sampler import ProcessKey
 
 
@@ -108,13 +111,18 @@ def wait_for_training(run) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_to_the_monitor_is_external_cancellation(start_soak, sig):
+    """The trainer, passed the signal, finishes its iteration and checkpoints it; the monitor keeps
+    the run for the next soak and, like the trainer, exits REQUEUE_EXIT: a scheduler may requeue it."""
     run = start_soak(iterations=100000)
     wait_for_training(run)
     run.proc.send_signal(sig)
-    soak = finished(run)
+    soak = finished(run, code=REQUEUE_EXIT)
     assert soak["failure_classification"] == "external_cancellation"
     assert soak["shutdown"]["terminated_by_monitor"]["signal"] == signal.Signals(sig).name
+    assert soak["shutdown"]["trainer_returncode"] == REQUEUE_EXIT
     assert soak["post_shutdown"]["residual_processes"] == []
+    kept = interrupted_dir(run.log_dir)
+    assert not run.log_dir.exists() and checkpoint_iterations(kept), "the interrupted run is kept, checkpointed"
     no_process_left(soak)
 
 

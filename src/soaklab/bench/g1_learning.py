@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """G1 tracking learning curves against the zero-action baseline and the kinematic-replay bound.
 
-`run`: starts `soaklab train` on G1 motion tracking with the given overrides, stops it
-with SIGTERM once the wall-clock budget is spent (the run then ends as
-external_cancellation, by design of this benchmark), and reads its TensorBoard
+`run`: runs `soaklab train` on G1 motion tracking with the given overrides and a
+wall-clock budget of --minutes (training.max_wall_minutes: the run ends completed,
+stop reason time_budget, with its final checkpoint), and reads its TensorBoard
 curves: mean episode return, episode length, share of episodes ending by time-out
 and body/joint tracking error, against wall-clock time and env steps. Writes
 <out>/<label>.json and <label>.png.
@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
@@ -210,25 +208,19 @@ def plot(record: dict[str, Any], path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
-        # --keep-run: the run dir outlives the benchmark (its final checkpoint, written when the budget's
-        # SIGTERM ends the run, is the policy that `soaklab evaluate` then judges).
+        # --keep-run: the run dir outlives the benchmark (its final checkpoint, written when the budget
+        # ends the run, is the policy that `soaklab evaluate` then judges).
         run_dir = args.keep_run if args.keep_run is not None else Path(tmp) / "run"
         if args.keep_run is not None and args.keep_run.exists():
             print(f"--keep-run {args.keep_run}: exists; give a new directory", file=sys.stderr)
             return 2
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", args.algo, "--task", "g1_motion_tracking",
                "--sim", args.sim, "algo.max_iterations=100000000", "algo.save_interval=100000000",
-               *args.overrides, f"training.log_dir={run_dir}"]
+               *args.overrides, budget_override(args.minutes), f"training.log_dir={run_dir}"]
         print("$", " ".join(cmd[1:]), flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         log = open(args.out / f"{args.label}.train.log", "w") if args.keep_log else subprocess.DEVNULL
-        proc = subprocess.Popen(cmd, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + args.minutes * 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(2)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=300)
+        run_budgeted(cmd, args.minutes, log)
         points, num_envs = curves(run_dir)
         summary = json.loads((run_dir / "run_summary.json").read_text())
     baselines_path = args.out / "baselines.json"
@@ -237,7 +229,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "command": " ".join(sys.argv), "train_command": " ".join(["soaklab", *cmd[3:-1]]),
         "host": host_record(), "versions": versions(), "git": git_state(), "budget_minutes": args.minutes,
         "run_dir": str(args.keep_run) if args.keep_run is not None else None,
-        "num_envs": num_envs, "completed_iterations": summary["completed_iterations"],
+        "num_envs": num_envs, "status": summary["status"], "stop_reason": summary.get("stop_reason"),
+        "completed_iterations": summary["completed_iterations"],
         "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
         "final": {key: window_mean(points, key) for key in (*CURVES, *clip_curve_keys(clips_of(points)))},
         "baselines": json.loads(baselines_path.read_text()) if baselines_path.is_file() else None,

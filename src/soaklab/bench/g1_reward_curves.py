@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """20-minute CPU G1 reward curves for an agent, against the zero-action baseline.
 
-Starts `soaklab train` on G1 motion tracking (MuJoCo, CPU learner) with a large
-iteration budget, stops it with SIGTERM when the wall-clock budget is spent (the
-run then ends as external_cancellation, by design of this benchmark), and reads
-its TensorBoard curve. The baseline is the same env driven with zero actions for
-the same number of env steps per env as a 10 s episode allows, scored the same way
-(mean return of finished episodes). Writes benchmarks/cpu/g1_reward_curve_<algo>.json.
+Runs `soaklab train` on G1 motion tracking (MuJoCo, CPU learner) with a large
+iteration count and a wall-clock budget of --minutes (training.max_wall_minutes:
+the run ends completed, stop reason time_budget), and reads its TensorBoard curve.
+The baseline is the same env driven with zero actions for the same number of env
+steps per env as a 10 s episode allows, scored the same way (mean return of
+finished episodes). Writes benchmarks/cpu/g1_reward_curve_<algo>.json.
 
     .venv/bin/python -m soaklab.bench.g1_reward_curves --algo sac [--minutes 20]
 """
@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
@@ -63,16 +60,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", args.algo, "--task", "g1_motion_tracking",
-               "--sim", "mujoco", *OVERRIDES, f"training.log_dir={run_dir}"]
+               "--sim", "mujoco", *OVERRIDES, budget_override(args.minutes), f"training.log_dir={run_dir}"]
         print("$", " ".join(cmd[1:]), flush=True)
-        proc = subprocess.Popen(cmd, start_new_session=True)
-        start = time.monotonic()
-        deadline = start + args.minutes * 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(2)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=120)
+        run_budgeted(cmd, args.minutes)
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
         tag = ITERATION_TAG if ITERATION_TAG in acc.Tags()["scalars"] else "Perf/iteration_time"  # schema 1
@@ -91,7 +81,7 @@ def main() -> int:
         "train_command": " ".join(["soaklab", *cmd[3:-1], "training.log_dir=<tmp>"]),
         "host": host_record(), "versions": versions(), "git": git_state(),
         "budget_minutes": args.minutes,
-        "stopped_by": "SIGTERM at the wall-clock budget" if summary["status"] == "failed" else "max_iterations",
+        "status": summary["status"], "stop_reason": summary.get("stop_reason"),
         "completed_iterations": summary["completed_iterations"], "total_env_steps": summary["total_env_steps"],
         "final": curve[-1] if curve else None,
         "zero_action_baseline": baseline,

@@ -17,6 +17,7 @@ NULLABLE_KINDS: dict[str, type] = {
     "env.num_threads": int,
     "env.motion": str,
     "training.log_dir": str,
+    "training.max_wall_minutes": float,  # a positive number (soaklab.config.ranges)
     "training.dp_ranks": int,
     "training.dp_collector_cpu_ids": list,  # checked whole at resolution (soaklab.contract.ranks)
     "training.mps_learner_thread_percentage": int,

@@ -1,4 +1,4 @@
-"""The meaningful range of every numeric algorithm, env and task setting (docs/settings-contract.md,
+"""The meaningful range of every numeric algorithm, env, task and training setting (docs/settings-contract.md,
 "Algorithm and task ranges").
 
 The runtime contract bounds the runtime's knobs; these bound what the learner and the task compute
@@ -73,10 +73,11 @@ RANGES: dict[str, Range] = {
     "task.terminations.*": POSITIVE,
     "task.sampler_settings.adaptive_uniform_ratio": FRACTION,
     "task.sampler_settings.adaptive_alpha": UNIT,
+    "training.max_wall_minutes": POSITIVE,  # a budget of zero minutes trains nothing
 }
 # Pairs whose first must lie below the second.
 ORDERED = (("algo.log_std_min", "algo.log_std_max"), ("algo.v_min", "algo.v_max"))
-SECTIONS = ("algo", "env", "task")
+SECTIONS = ("algo", "env", "task", "training")
 
 
 def numeric_leaves(config: Mapping[str, Any]) -> Iterator[tuple[str, float]]:

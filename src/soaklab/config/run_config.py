@@ -166,6 +166,12 @@ def resolve_run_config(
         allow_cuda_learner_cpu_carrier,
     )
     ranks = ranks_of(composed.config, devices, host)
+    budget_minutes = composed.get("training.max_wall_minutes")
+    if budget_minutes is not None and ranks.parallel:
+        # Every rank would have to stop at the same iteration, and their clocks do not agree.
+        raise SettingError("training.max_wall_minutes", budget_minutes,
+                           f"is for one-rank runs for now (this one has {ranks.world_size}); "
+                           "bound a data-parallel run with algo.max_iterations")
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_motion_library(composed)
     layout = layout_of(settings, composed.task, composed.get("env.motion"))

@@ -91,6 +91,9 @@ class TrainingConfig:
     dp_collector_cpu_ids: tuple[tuple[int, ...], ...] | None
     export_onnx: bool
     no_play: bool
+    # Keys added since runs were first recorded carry the default that is what those runs did, so
+    # a run dir recorded before them still reads (its policy evaluates, it resumes).
+    max_wall_minutes: float | None = None
 
 
 ALGO_CONFIGS: dict[str, type[AlgoConfig]] = {"sac": AlgoConfig, "flashsac": FlashSACConfig}
@@ -132,10 +135,11 @@ def section(kind: type[T], values: Mapping[str, Any], name: str) -> T:
     no fewer (a key the dataclass lacks is a programming error here: resolution has checked the set)."""
     hints = typing.get_type_hints(kind)
     names = [f.name for f in fields(kind)]  # type: ignore[arg-type]
-    missing, extra = sorted(set(names) - set(values)), sorted(set(values) - set(names))
+    later = {f.name for f in fields(kind) if f.default is not dataclasses.MISSING}  # type: ignore[arg-type]
+    missing, extra = sorted(set(names) - set(values) - later), sorted(set(values) - set(names))
     if missing or extra:
         raise ValueError(f"{name}: {kind.__name__} expects exactly its fields; missing {missing}, unknown {extra}")
-    return kind(**{n: _convert(hints[n], values[n]) for n in names})
+    return kind(**{n: _convert(hints[n], values[n]) for n in names if n in values})
 
 
 def _convert(hint: Any, value: Any) -> Any:

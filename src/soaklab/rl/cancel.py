@@ -8,6 +8,12 @@ seventy). So the first signal only records itself; the learner raises `Cancelled
 point (every wait on the collector polls one, every iteration starts with one). A learner that
 reaches none within FORCE_AFTER_S (a hang, a long compile) is cancelled where it is, as a second
 signal cancels it at once.
+
+A run that can resume (soaklab.rl.resume) does more with the signal: it finishes the iteration it is
+in, writes a resumable checkpoint and only then ends (`finish_first`), so a preempted job loses no
+work and can be requeued (soaklab.errors.REQUEUE_EXIT). The waits inside an iteration then do not
+raise; the next iteration's start is the one safe point, and the whole of it, checkpoint included,
+must end within FINISH_AFTER_S, else the run is cancelled where it is and the checkpoint before stands.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 from soaklab.host.lifetime import CANCEL_SIGNALS
 
 FORCE_AFTER_S = 2.0
+# Inside the soak monitor's 15 s between SIGTERM and SIGKILL, and Slurm's default KillWait of 30 s.
+FINISH_AFTER_S = 12.0
 
 
 class Cancelled(BaseException):
@@ -30,6 +38,9 @@ class Cancellation:
     def __init__(self) -> None:
         self.signal: str | None = None
         self.noticed: str | None = None  # "safe point" or "forced"
+        self.deferred = False  # finish_first: the waits inside an iteration do not raise
+        self.finishing = False  # a signal came and the iteration in flight is being finished
+        self.checkpoint: int | None = None  # the resumable checkpoint written before the run ended
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -47,19 +58,41 @@ class Cancellation:
             signal.signal(s, handler)
 
     def check(self) -> None:
-        """A safe point: raise Cancelled if a signal came."""
-        if self.signal is not None and self.noticed is None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            self.noticed = "safe point"
-            raise Cancelled(self.signal)
+        """A safe point: raise Cancelled if a signal came (not while an iteration is being finished,
+        nor inside one of a run that finishes its iteration first)."""
+        if self.signal is not None and self.noticed is None and not self.deferred:
+            self.end()
 
-    def record(self) -> dict[str, str | None] | None:
-        return None if self.signal is None else {"signal": self.signal, "noticed": self.noticed}
+    def defer(self) -> None:
+        """From now on a signal is noticed only at an iteration's start (finish_first)."""
+        self.deferred = True
+
+    def finish_first(self) -> bool:
+        """An iteration's start in deferred mode: True if a signal came; the caller finishes this
+        iteration, checkpoints and calls end(), within FINISH_AFTER_S of the signal."""
+        if self.signal is None or self.noticed is not None or self.finishing:
+            return False
+        self.finishing = True  # the alarm set at the signal bounds the rest
+        return True
+
+    def end(self, checkpoint: int | None = None) -> None:
+        """Raise Cancelled for the signal that came, at a safe point; `checkpoint`: the resumable
+        checkpoint written for it."""
+        assert self.signal is not None
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.noticed = "safe point"
+        self.checkpoint = checkpoint
+        raise Cancelled(self.signal)
+
+    def record(self) -> dict[str, Any] | None:
+        return None if self.signal is None else {"signal": self.signal, "noticed": self.noticed,
+                                                 "resumable_checkpoint": self.checkpoint}
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.signal is None:
             self.signal = signal.Signals(signum).name
-            signal.setitimer(signal.ITIMER_REAL, FORCE_AFTER_S)
+            # Deferred: the iteration in flight, the next one and its checkpoint get the time.
+            signal.setitimer(signal.ITIMER_REAL, FINISH_AFTER_S if self.deferred else FORCE_AFTER_S)
             return
         self._force()  # a second signal: its sender insists
 

@@ -53,7 +53,9 @@ class C(enum.IntEnum):
     METRICS_SEQ = 19  # collector: metric publications
     READY = 20  # collector: env built, first observations published
     COLLECTOR_CUDA_PEAK = 21  # collector: torch's peak CUDA allocation in the collector, bytes
-    COUNT = 22
+    SAVE_AT = 22  # learner: the vector step count after which the collector also saves its half of a
+                  # resumable checkpoint (a signal's: soaklab.rl.cancel); 0 = none
+    COUNT = 23
 
 
 # The layout reserves the control array's words without importing this protocol.

@@ -22,12 +22,13 @@ import torch
 
 from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
+from soaklab.files.checkpoints import collector_path
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
 from soaklab.rl.finite import FiniteWatch, NonFinite
-from soaklab.rl.resume import collector_path, save_atomic
+from soaklab.rl.resume import save_atomic
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
@@ -70,7 +71,11 @@ def group_run(run: RunConfig, size: int, group: int) -> RunConfig:
 
 
 def collector_main(spec: CollectorSpec) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The collector's end is the learner's to decide: a signal to the whole group (the monitor's, a
+    # scheduler's preemption) reaches the learner, which first checkpoints with this process's help
+    # (soaklab.rl.cancel), then stops it. A learner gone takes it along (the parent-death SIGKILL).
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
     set_parent_death_signal(signal.SIGKILL, spec.parent_pid)
     dump_stacks_on_signal()
     torch.set_num_threads(spec.torch_threads)
@@ -306,7 +311,8 @@ class Collector:
                 prev[g] = (result.obs, result.critic_obs)
             if (step + 1) % self.spec.metrics_interval == 0 or last:
                 self.write_metrics()  # before the ingress, so the learner sees step's metrics once drained
-            if saving and (step + 1) % self.spec.save_interval == 0 and not last:
+            # SAVE_AT was written before this step's actions were answered (the semaphore orders it).
+            if saving and ((step + 1) % self.spec.save_interval == 0 or ctl[C.SAVE_AT] == step + 1) and not last:
                 self.save_state(step + 1, prev, dones)
             self.publish_vector()
             ctl[C.VECTOR_STEPS] += 1

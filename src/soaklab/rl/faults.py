@@ -14,7 +14,7 @@ from soaklab.errors import InvalidInput
 
 FAULT_ENV = "SOAKLAB_FAULT"
 FAULTS = ("hang_startup", "hang_collector_ready", "hang_learner", "hang_collector", "kill_collector", "raise_learner",
-          "leak_child", "nan_reward", "kill_learner")
+          "leak_child", "nan_reward", "kill_learner", "sigterm_learner")
 
 
 @dataclass(frozen=True)

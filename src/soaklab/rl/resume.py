@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,24 +32,11 @@ import numpy as np
 import torch
 
 from soaklab.errors import InvalidInput
+from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, resume_dir
 from soaklab.files.jsonfiles import write_json_atomic
 
-RESUME_DIR = "resume"
 KEEP = 2
 SEGMENTS = "segments.json"
-_LEARNER = re.compile(r"learner_(\d+)\.pt")
-
-
-def resume_dir(run_dir: Path) -> Path:
-    return run_dir / RESUME_DIR
-
-
-def collector_path(run_dir: Path, iteration: int) -> Path:
-    return resume_dir(run_dir) / f"collector_{iteration}.pt"
-
-
-def learner_path(run_dir: Path, iteration: int) -> Path:
-    return resume_dir(run_dir) / f"learner_{iteration}.pt"
 
 
 def save_atomic(payload: Any, path: Path) -> int:
@@ -80,11 +66,6 @@ def prune(run_dir: Path, keep: int = KEEP) -> None:
         k = int(stray.stem.split("_")[1])
         if k not in kept and k < max(kept, default=0):
             stray.unlink(missing_ok=True)
-
-
-def checkpoint_iterations(run_dir: Path) -> list[int]:
-    found = [int(m.group(1)) for p in resume_dir(run_dir).glob("learner_*.pt") if (m := _LEARNER.fullmatch(p.name))]
-    return sorted(found)
 
 
 # -- host RNGs ---------------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
     return {
         "schema_version": 1,
         "status": "completed" if completed else "failed",
+        "stop_reason": outcome.shutdown["stop_reason"],  # max_iterations or time_budget; null when failed
         "failure_reason": None if completed else (
             f"{outcome.shutdown['classification']}: {exc['type']}: {exc['message']}" if exc
             else outcome.shutdown["classification"]),

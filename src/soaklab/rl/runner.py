@@ -31,6 +31,7 @@ import torch
 from soaklab.config.run_config import ResolvedRun
 from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
+from soaklab.files.checkpoints import collector_path, learner_path
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import usable_cores
 from soaklab.host.lifetime import leave
@@ -57,10 +58,8 @@ from soaklab.rl.ranks import RankContext, RankGone
 from soaklab.rl.replay import ReplayRing
 from soaklab.rl.resume import (
     Checkpoint,
-    collector_path,
     end_segment,
     host_rng_state,
-    learner_path,
     load_tensor_state,
     prune,
     save_atomic,
@@ -84,9 +83,11 @@ class Shutdown:
                                                                 "signal": None})
     cleanup_errors: list[str] = field(default_factory=list)
     cancellation: dict[str, str | None] | None = None  # the signal, and whether a safe point noticed it
+    stop_reason: str | None = None  # a completed run: max_iterations or time_budget
 
     def record(self) -> dict[str, Any]:
-        return {"classification": self.classification, "owner": self.owner, "phase": self.phase,
+        return {"classification": self.classification, "stop_reason": self.stop_reason, "owner": self.owner,
+                "phase": self.phase,
                 "iteration": self.iteration, "exception": self.exception, "collector": self.collector,
                 "cleanup": {"errors": list(self.cleanup_errors)}, "cancellation": self.cancellation}
 
@@ -154,6 +155,11 @@ class Learner:
             "resumable": self.resumable, "resumed_from": self.start_iteration if resume is not None else None,
             "checkpoints_written": 0, "last_iteration": None}
         self.start_time = time.monotonic()
+        # training.max_wall_minutes counts the wall time of the iterations the run holds: a resumed
+        # run's earlier segments up to its checkpoint, then this process from its start.
+        budget = self.cfg.training.max_wall_minutes
+        self.budget_s = None if budget is None else budget * 60.0
+        self.elapsed_before = float(resume.learner.get("elapsed_s", 0.0)) if resume is not None else 0.0
         self.collector: CollectorProcess | None = None
         self.diagnostics_path = diagnostics_path(run_dir, self.rank_index)
         self.non_finite_path = non_finite_path(run_dir, self.rank_index)
@@ -175,7 +181,7 @@ class Learner:
     def run(self) -> dict[str, Any]:
         self.cancellation.install()
         try:
-            self._run()
+            self.shutdown.stop_reason = self._run()
             self.shutdown.classification = "normal_completion"
             self.shutdown.phase = "complete"
         except NonFinite as exc:
@@ -234,7 +240,15 @@ class Learner:
             dp_warmed_up=bool(self.group is not None and self.group.dp.warmed_up),
             segments=self.segments)
 
-    def _run(self) -> None:
+    def elapsed_s(self) -> float:
+        """The run's training wall time so far (what training.max_wall_minutes bounds)."""
+        return self.elapsed_before + time.monotonic() - self.start_time
+
+    def _budget_spent(self) -> bool:
+        return self.budget_s is not None and self.elapsed_s() >= self.budget_s
+
+    def _run(self) -> str:
+        """Train; why the run stopped (max_iterations or time_budget)."""
         seed_everything(self.cfg.algo.seed)
         # Intra-op threads are fixed by config (env.num_threads, default all cores): learner and
         # collector take turns on the same cores in lock-step, and a fixed count keeps CPU runs
@@ -294,7 +308,7 @@ class Learner:
         self.collector.wait_ready(self.arrays["control"], self._alive, self._check_ranks)
         self.logger.progress(self.start_iteration, self.env_steps * self.world_size, force=True)
         self.shutdown.phase = "training"
-        self._loop()
+        return self._loop()
 
     def _stuck(self, reason: str) -> None:
         """The watch thread's last resort: the training thread has not noticed the other ranks' end
@@ -332,7 +346,7 @@ class Learner:
             self.group.check()
 
     # -- the training loop -------------------------------------------------------------------------
-    def _loop(self) -> None:
+    def _loop(self) -> str:
         """One iteration: answer vector step `it`'s observations, run update round `it`, take in the
         transitions of vector step `it`.
 
@@ -354,9 +368,15 @@ class Learner:
         self.diag_checked = tuple((f"loss/{name}", None) for name in self.agent.diag_names)
         last_counters = ctl.copy()
         mark = time.perf_counter()
+        if self.resumable:
+            self.cancellation.defer()  # a signal finishes the iteration and checkpoints (soaklab.rl.cancel)
+        signalled = False
         for it in range(self.start_iteration, self.max_iterations):
             self.iteration = it
             self.cancellation.check()
+            if self.resumable and self.cancellation.finish_first():
+                signalled = True
+                ctl[C.SAVE_AT] = it + 1  # before this step's answers: the collector saves after stepping it
             self._check_ranks()
             self._fault_hooks(it)
             # Inference: answer each group's observations with the current policy.
@@ -414,21 +434,33 @@ class Learner:
                 values = self._host_scalars(iteration_s, self.timer.take(), ctl, last_counters)
                 values["Replay/update_rows"] = float(update_rows)
                 self.device_log.record(it, rewards, dones, self.agent.diagnostics, updated, values)
-            if self.device_log.full or it + 1 == self.max_iterations:
+            # The budget ends the run after a whole iteration: its rows logged, then the final
+            # checkpoint (at shutdown) holds everything it trained on.
+            last = it + 1 == self.max_iterations or self._budget_spent() or signalled
+            if self.device_log.full or last:
                 self._flush_log()
             self.logger.progress(it + 1, self.env_steps * self.world_size)
             last_counters = ctl.copy()
+            self.iteration = it + 1
             if (it + 1) % self.save_interval == 0:
                 self._checkpoint(f"model_{it + 1}.pt")
-                if self.resumable and it + 1 < self.max_iterations:
-                    self.iteration = it + 1
+                if self.resumable and not last:
                     self._save_resume(it + 1)
+            if signalled and it + 1 < self.max_iterations:
+                self._save_resume(it + 1)
+                self.cancellation.end(checkpoint=it + 1)
+            if last:
+                break
         transport.join()
         self.watch.drain()  # a GPU's last flags: a run that ends non-finite never ends completed
-        self.iteration = self.max_iterations
         self.logger.progress(self.iteration, self.env_steps * self.world_size, force=True)
         self.logger.terminal(self.iteration, self.final_fps * self.world_size, self.stats.mean_return,
                              self.stats.mean_length, force=True)
+        if self.iteration < self.max_iterations:
+            print(f"train: time budget of {self.cfg.training.max_wall_minutes:g} min spent at iteration "
+                  f"{self.iteration} of {self.max_iterations}", flush=True)
+            return "time_budget"
+        return "max_iterations"
 
     def _flush_log(self, across_ranks: bool = True) -> None:
         """Write the buffered iterations to TensorBoard (one device read for all of them). With
@@ -494,6 +526,8 @@ class Learner:
             leak_child()
         if fault.due("kill_learner", it):  # no shutdown at all: what a resume must recover from
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault.due("sigterm_learner", it):  # a real SIGTERM, as a scheduler's preemption sends one
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def _checkpoint(self, name: str) -> None:
         if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
@@ -531,6 +565,7 @@ class Learner:
                        "generator": replay.generator.get_state()},
             "stats": self.stats.state_dict(), "metrics": self.arrays["metrics"].copy(),
             "host_rng": host_rng_state(), "collector": collector_path(self.run_dir, k).name,
+            "elapsed_s": self.elapsed_s(),
         }
         learner_bytes = save_atomic(payload, learner_path(self.run_dir, k))
         collector_bytes = collector_path(self.run_dir, k).stat().st_size
@@ -614,8 +649,8 @@ class Learner:
             self._step("progress", lambda: self.logger.progress(self.iteration, self.env_steps * self.world_size,
                                                                 force=True))
             self._step("close logger", self.logger.close)
-        self.segments = self._step("segments", lambda: end_segment(self.run_dir, self.iteration,
-                                                                   self.shutdown.classification))
+        cause = self.shutdown.stop_reason if completed else self.shutdown.classification
+        self.segments = self._step("segments", lambda: end_segment(self.run_dir, self.iteration, cause))
         summary = build_summary(self.outcome(), counters)
         self._step("validate run summary", lambda: validate_summary(summary))
         summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(self.shutdown.cleanup_errors)

@@ -55,6 +55,11 @@ def _thread_error_line(args: threading.ExceptHookArgs) -> None:
     print(f"train: error: {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
 
 
+def budget_words(resolved: ResolvedRun) -> str:
+    minutes = resolved.run.training.max_wall_minutes
+    return "" if minutes is None else f" or {minutes:g} min of wall clock, whichever ends first"
+
+
 def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, ResolvedRun, Checkpoint]:
     """The interrupted run dir to continue and its newest readable checkpoint, checked before
     anything starts; the dir is claimed as a new run's would be."""
@@ -98,7 +103,7 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     print(f"train: config {origin}", flush=True)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
-          f"{resolved.settings.num_envs} envs x {resolved.run.algo.max_iterations} iterations "
+          f"{resolved.settings.num_envs} envs x {resolved.run.algo.max_iterations} iterations{budget_words(resolved)} "
           f"-> {run_dir}", flush=True)
     threading.excepthook = _thread_error_line
     rank = None

@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from soaklab.files.checkpoints import checkpoint_iterations
 from soaklab.files.jsonfiles import write_json_atomic
-from soaklab.rl.resume import checkpoint_iterations, latest_checkpoint
+from soaklab.files.rundir import RUN_CONFIG
 
 SEGMENT_SOAKS = "soak_segments"  # each interrupted segment's soak JSON, inside the run dir
 
@@ -44,20 +45,26 @@ def keep_interrupted(log_dir: Path, soak: dict[str, Any]) -> Path | None:
 
 def adopt_interrupted(log_dir: Path, config_hash: str) -> tuple[int | None, str | None]:
     """Before a soak starts: move an interrupted run of this same configuration back into place.
-    Returns (the checkpoint iteration it resumes at, None) or (None, why it was not adopted)."""
+    Returns (its newest checkpoint's iteration, None) or (None, why it was not adopted).
+    Only names are looked at here: loading a checkpoint (the replay ring: gigabytes on a GPU) is the
+    trainer's, which refuses one made with another config and falls back past a damaged one."""
     source = interrupted_dir(log_dir)
     if not source.is_dir():
         return None, None
-    found = latest_checkpoint(source)
-    if found is None:
-        return None, f"{source}: holds no readable checkpoint; starting afresh"
-    if found.learner.get("config_hash") != config_hash:
-        return None, (f"{source}: made with config {found.learner.get('config_hash')}, this soak's is {config_hash}; "
+    iterations = checkpoint_iterations(source)
+    if not iterations:
+        return None, f"{source}: holds no checkpoint; starting afresh"
+    try:
+        made_with = json.loads((source / RUN_CONFIG).read_text()).get("config_hash")
+    except (OSError, ValueError, AttributeError):
+        made_with = None
+    if made_with != config_hash:
+        return None, (f"{source}: made with config {made_with}, this soak's is {config_hash}; "
                       "starting afresh (the interrupted run is left where it is)")
     if log_dir.exists():
         log_dir.rmdir()  # new or empty (checked before): nothing is lost
     source.rename(log_dir)
-    return found.iteration, None
+    return iterations[-1], None
 
 
 def earlier_segments(log_dir: Path) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ import psutil
 
 from soaklab.config.host import probe_host
 from soaklab.config.run_config import ResolvedRun
-from soaklab.errors import InvalidInput
+from soaklab.errors import REQUEUE_EXIT, InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 from soaklab.host.lifetime import CANCEL_SIGNALS, die_with_parent
@@ -107,6 +107,13 @@ class Monitor:
         self.with_gpu = gpu.gpu_identity() is not None
         self.watch = Watch(started_at=time.monotonic())
         self.resumed_at: int | None = None  # the iteration an adopted interrupted run resumes at
+        self.kept_interrupted: Path | None = None  # where a failed, resumable run was moved (soak.interrupted)
+
+    def requeue(self) -> bool:
+        """The trainer checkpointed at a signal and asked to be run again (soaklab.rl.cancel), and its
+        run is kept for the next soak: the soak's exit code says so too, for a scheduler's requeue."""
+        return (self.kept_interrupted is not None and self.proc is not None
+                and self.proc.returncode == REQUEUE_EXIT)
 
     # -- watching ----------------------------------------------------------------------------------
     def _elapsed(self) -> float:
@@ -283,7 +290,7 @@ class Monitor:
                 self.write_errors.append(f"{what}: cannot write {exc.filename or ''}: {exc.strerror or exc}")
                 print(f"soak: error: {self.write_errors[-1]}", file=sys.stderr, flush=True)
         if soak["status"] != "passed" and self.proc is not None:
-            kept = keep_interrupted(request.log_dir, soak)
+            kept = self.kept_interrupted = keep_interrupted(request.log_dir, soak)
             if kept is not None:
                 print(f"soak: kept the interrupted run in {kept}; the same soak again resumes it", flush=True)
         return soak

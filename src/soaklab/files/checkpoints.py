@@ -1,0 +1,33 @@
+"""Where a run dir's resumable checkpoints lie (docs/runtime.md, "Resuming a run").
+
+One place for their names: the trainer writes and reads them (soaklab.rl.resume); the soak monitor
+only looks at which exist, without loading any (a checkpoint holds the replay ring: gigabytes on a
+GPU run), to decide whether an interrupted run can be resumed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+RESUME_DIR = "resume"
+_LEARNER = re.compile(r"learner_(\d+)\.pt")
+
+
+def resume_dir(run_dir: Path) -> Path:
+    return run_dir / RESUME_DIR
+
+
+def collector_path(run_dir: Path, iteration: int) -> Path:
+    return resume_dir(run_dir) / f"collector_{iteration}.pt"
+
+
+def learner_path(run_dir: Path, iteration: int) -> Path:
+    """The learner's file is written last and names the checkpoint (its collector file came first)."""
+    return resume_dir(run_dir) / f"learner_{iteration}.pt"
+
+
+def checkpoint_iterations(run_dir: Path) -> list[int]:
+    """The iterations of the learner checkpoints present, oldest first (present, not yet read)."""
+    found = [int(m.group(1)) for p in resume_dir(run_dir).glob("learner_*.pt") if (m := _LEARNER.fullmatch(p.name))]
+    return sorted(found)
