@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from soaklab.rl.cancel import FINISH_AFTER_S, FORCE_AFTER_S, Cancellation, Cancelled
+from soaklab.rl.cancel import FINISH_AFTER_S, FORCE_AFTER_S, SAME_CANCELLATION_S, Cancellation, Cancelled
 
 
 @pytest.fixture
@@ -71,3 +71,16 @@ def test_a_deferred_signal_whose_iteration_never_ends_is_forced(cancellation):
         for _ in range(int(FINISH_AFTER_S * 100)):  # an iteration or a checkpoint that hangs
             time.sleep(0.1)
     assert cancellation.record() == {"signal": "SIGTERM", "noticed": "forced", "resumable_checkpoint": None}
+
+
+def test_a_deferred_signal_that_comes_twice_at_once_is_one_cancellation(cancellation):
+    """Slurm signals every process of a job, and the soak monitor passes its own signal on: the
+    trainer gets SIGTERM twice, and still finishes its iteration. A repeat later insists."""
+    cancellation.defer()
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert cancellation.noticed is None and cancellation.finish_first()
+    time.sleep(SAME_CANCELLATION_S + 0.1)
+    with pytest.raises(Cancelled, match="SIGTERM"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert cancellation.noticed == "forced"

@@ -18,9 +18,8 @@ import torch
 from soaklab.config.overrides import merge_overrides
 from soaklab.errors import REQUEUE_EXIT
 from soaklab.files.checkpoints import checkpoint_iterations, learner_path
-from soaklab.metrics.events import event_file, read_scalars
 from tests.conftest import one_line
-from tests.rl.conftest import FAST
+from tests.rl.conftest import FAST, assert_same_run
 
 # 60 iterations, a checkpoint every 20 (the last two kept: 20 and 40), the kill at iteration 47:
 # the resume discards 7 iterations of work and redoes them.
@@ -43,27 +42,6 @@ def train(run_dir: Path, *args: str, fault: str | None = None, algo: str = "sac"
     if manifest is not None and not resume:
         cmd += ["--assets-manifest", str(manifest)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def series(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    frame = read_scalars(event_file(run_dir))
-    return {tag: list(zip(rows.step.tolist(), rows.value.tolist(), strict=True))
-            for tag, rows in frame.groupby("tag") if tag.startswith(("Train/", "Loss/"))}
-
-
-def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    agent = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=False)["agent"]
-    return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
-            if isinstance(value, torch.Tensor)}
-
-
-def assert_same_run(resumed: Path, unbroken: Path) -> None:
-    a, b = series(resumed), series(unbroken)
-    assert sorted(a) == sorted(b) and len(a) >= 5
-    for tag in b:
-        assert a[tag] == b[tag], f"{tag} differs after the resume"
-    wa, wb = weights(resumed), weights(unbroken)
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wb)
 
 
 @pytest.fixture(scope="module")

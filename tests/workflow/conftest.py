@@ -43,10 +43,11 @@ def project(tmp_path, pinned_wheel, clip_wheel):
     return root, work, overlay
 
 
-def snakemake(project, *args: str, overlays: tuple[Path, ...] = (), fault: str | None = None, cores: int | None = 1,
-              timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run Snakemake; overlays follow the local one (a second --configfile flag would replace the first).
-    cores=None leaves --cores out (a cluster executor has none)."""
+def snakemake_command(project, *args: str, overlays: tuple[Path, ...] = (), fault: str | None = None,
+                      cores: int | None = 1) -> tuple[list[str], dict[str, str]]:
+    """Snakemake's command line and environment; overlays follow the local one (a second
+    --configfile flag would replace the first). cores=None leaves --cores out (a cluster executor
+    has none)."""
     root, work, overlay = project
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(root / "Snakefile"), "--directory", str(work),
            *(["--cores", str(cores)] if cores is not None else []), "--configfile", str(overlay), *map(str, overlays)]
@@ -54,6 +55,13 @@ def snakemake(project, *args: str, overlays: tuple[Path, ...] = (), fault: str |
     env.pop("SOAKLAB_FAULT", None)
     if fault:
         env["SOAKLAB_FAULT"] = fault
+    return cmd, env
+
+
+def snakemake(project, *args: str, overlays: tuple[Path, ...] = (), fault: str | None = None, cores: int | None = 1,
+              timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run Snakemake to its end (snakemake_command)."""
+    cmd, env = snakemake_command(project, *args, overlays=overlays, fault=fault, cores=cores)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 

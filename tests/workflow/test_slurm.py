@@ -8,18 +8,23 @@ skips and says why.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from soaklab.errors import REQUEUE_EXIT
 from tests.conftest import REPO
-from tests.workflow.conftest import snakemake
+from tests.rl.conftest import assert_same_run
+from tests.workflow.conftest import snakemake, snakemake_command
 
 pytestmark = pytest.mark.snakemake
 SCRIPT = REPO / "scripts/slurm/single-node.sh"
@@ -28,6 +33,16 @@ SWEEP = {"sweeps": {"pair": {"base": "cpu", "matrix": {"algo": ["sac", "flashsac
 # The soak's group job (resolve_config, mps_start and train_soak of one run, on one node), as the
 # executor names it in the job's comment.
 GROUP_COMMENT = "rule_soak_node_mps_start_resolve_config_train_soak"
+# --slurm-no-account: the test cluster has no accounts to choose from (a real one names its
+# slurm_account in default-resources); the first status check after 2 s, not the default 40.
+SLURM_FLAGS = ("--profile", str(REPO / "profiles/slurm"), "--slurm-no-account",
+               "--slurm-init-seconds-before-status-checks", "2")
+# One SAC run long enough to be requeued mid-run (about 80 iterations a second here, progress.json
+# rewritten every 2 s), a resumable checkpoint every 10 iterations.
+LONG_ITERATIONS = 2000
+LONG = {"sweeps": {"preempted": {"base": "cpu", "matrix": {"algo": ["sac"]},
+                                 "override_sets": {"long": {"algo.max_iterations": LONG_ITERATIONS}}}}}
+REQUEUE_PAST = 25  # iterations: past the checkpoints at 10 and 20
 
 
 def _live(pids: list[int]) -> list[int]:
@@ -41,7 +56,7 @@ def _live(pids: list[int]) -> list[int]:
     return alive
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     """A running single-node Slurm; yields its directory. Stops every daemon it started."""
     if os.geteuid() != 0:
@@ -76,10 +91,7 @@ def test_a_sweep_runs_every_job_through_sbatch(project, slurm, tmp_path):
     _, work, _ = project
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
-    # --slurm-no-account: the test cluster has no accounts to choose from (a real one names its
-    # slurm_account in default-resources); the first status check after 2 s, not the default 40.
-    proc = snakemake(project, "sweep", "--profile", str(REPO / "profiles/slurm"), "--slurm-no-account",
-                     "--slurm-init-seconds-before-status-checks", "2", overlays=(sweep,), cores=None, timeout=900)
+    proc = snakemake(project, "sweep", *SLURM_FLAGS, overlays=(sweep,), cores=None, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
 
@@ -99,3 +111,75 @@ def test_a_sweep_runs_every_job_through_sbatch(project, slurm, tmp_path):
 
     table = pd.read_csv(work / "results/sweeps/pair/summary.csv")
     assert list(table["status"]) == ["passed", "passed"] and list(table["algo"]) == ["sac", "flashsac"]
+
+
+def sacct_states(job_id: str) -> list[str]:
+    """Every start of one job, oldest first (--duplicates: a requeued job's earlier runs too)."""
+    out = subprocess.run(["sacct", "-X", "--duplicates", "--parsable2", "--noheader", "--format=State", "-j", job_id],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return out.split()
+
+
+def test_a_requeued_soak_job_resumes_and_ends_as_the_unbroken_run(project, slurm, tmp_path):
+    """`scontrol requeue` of a sweep's soak job mid-run: Slurm sends SIGTERM to every process of the
+    job; the trainer finishes its iteration, checkpoints it and exits REQUEUE_EXIT; the soak keeps the
+    run. The job's second start (sbatch --requeue, from the profile) resumes it, the sweep completes,
+    and the run's Train/ and Loss/ series and final weights equal, bit for bit, those of the same run
+    config trained without a break."""
+    _, work, _ = project
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(LONG, sort_keys=False))
+    cmd, env = snakemake_command(project, "sweep", *SLURM_FLAGS, overlays=(sweep,), cores=None)
+    log = tmp_path / "snakemake.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    run_dir = work / "results/preempted-sac-long/train"
+    try:
+        deadline = time.monotonic() + 600
+        while _iteration(run_dir) < REQUEUE_PAST:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
+            time.sleep(0.2)
+        running = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i"], capture_output=True,
+                                 text=True, check=True, timeout=60).stdout.split()
+        assert len(running) == 1, running  # the soak's group job; the metrics and validation wait for it
+        subprocess.run(["scontrol", "requeue", running[0]], check=True, timeout=60)
+        # Slurm holds a requeued job for two minutes (its BeginTime); the test does not wait them out.
+        while _state(running[0]) != "PENDING":
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
+            time.sleep(0.5)
+        subprocess.run(["scontrol", "update", f"JobId={running[0]}", "StartTime=now"], check=True, timeout=60)
+        assert proc.wait(timeout=900) == 0, log.read_text()[-5000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = log.read_text()
+    assert sacct_states(running[0]) == ["REQUEUED", "COMPLETED"], out[-5000:]
+
+    first = json.loads((run_dir / "soak_segments/soak-0.json").read_text())
+    assert first["shutdown"]["trainer_returncode"] == REQUEUE_EXIT, first["failure_reason"]
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    (first_segment, second_segment) = summary["segments"]
+    assert first_segment["start_iteration"] == 0 and first_segment["end_iteration"] >= REQUEUE_PAST
+    assert second_segment["start_iteration"] == first_segment["end_iteration"]
+    assert second_segment["end_iteration"] == LONG_ITERATIONS and summary["status"] == "completed"
+    table = pd.read_csv(work / "results/sweeps/preempted/summary.csv")
+    assert list(table["status"]) == ["passed"]
+
+    unbroken = tmp_path / "unbroken"
+    ref = subprocess.run([sys.executable, "-m", "soaklab", "train", "--run-config", str(run_dir / "run_config.json"),
+                          f"training.log_dir={unbroken}", "--skip-post-training"],
+                         env=env, cwd=work, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    assert_same_run(run_dir, unbroken)
+
+
+def _state(job_id: str) -> str:
+    return subprocess.run(["squeue", "--noheader", "--format=%T", "-j", job_id], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
+def _iteration(run_dir: Path) -> int:
+    try:
+        return int(json.loads((run_dir / "progress.json").read_text())["iteration"])
+    except (OSError, ValueError, KeyError):
+        return 0

@@ -31,7 +31,11 @@ rule train_soak:
         soaklab=SOAKLAB,
         flags=_soak_flags,
         evidence="logs/{run}/soak_evidence",
+    # trap '' TERM: a scheduler ending the job (Slurm's requeue, preemption, scancel) sends SIGTERM to
+    # every process in it. The soak's own handler replaces the ignore; this shell and tee keep it, so
+    # the job lasts until the soak has kept its checkpointed run and exited 75, and tee still logs the
+    # soak's last lines (docs/sweeps.md, "Preemption and requeue").
     shell:
-        "rm -rf {params.evidence} && "
+        "trap '' TERM; rm -rf {params.evidence} && "
         "{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
         " --output {output.soak} --evidence-dir {params.evidence} 2>&1 | tee {log}"

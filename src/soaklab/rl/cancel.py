@@ -19,6 +19,7 @@ must end within FINISH_AFTER_S, else the run is cancelled where it is and the ch
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 from soaklab.host.lifetime import CANCEL_SIGNALS
@@ -26,6 +27,10 @@ from soaklab.host.lifetime import CANCEL_SIGNALS
 FORCE_AFTER_S = 2.0
 # Inside the soak monitor's 15 s between SIGTERM and SIGKILL, and Slurm's default KillWait of 30 s.
 FINISH_AFTER_S = 12.0
+# A scheduler that ends a job signals every process in it (Slurm's requeue, scancel), and the soak
+# monitor, signalled too, passes its own on: one cancellation arriving twice. In deferred mode a
+# repeat this soon does not insist; a later one does.
+SAME_CANCELLATION_S = FORCE_AFTER_S
 
 
 class Cancelled(BaseException):
@@ -41,6 +46,7 @@ class Cancellation:
         self.deferred = False  # finish_first: the waits inside an iteration do not raise
         self.finishing = False  # a signal came and the iteration in flight is being finished
         self.checkpoint: int | None = None  # the resumable checkpoint written before the run ended
+        self._first_at = 0.0  # time.monotonic() of the first signal
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -91,9 +97,12 @@ class Cancellation:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.signal is None:
             self.signal = signal.Signals(signum).name
+            self._first_at = time.monotonic()
             # Deferred: the iteration in flight, the next one and its checkpoint get the time.
             signal.setitimer(signal.ITIMER_REAL, FINISH_AFTER_S if self.deferred else FORCE_AFTER_S)
             return
+        if self.deferred and time.monotonic() - self._first_at < SAME_CANCELLATION_S:
+            return  # the same cancellation by a second path (SAME_CANCELLATION_S)
         self._force()  # a second signal: its sender insists
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
