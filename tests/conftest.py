@@ -133,10 +133,10 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def g1_config(num_envs: int, motion: Path, *overrides: str) -> RunConfig:
+def g1_config(num_envs: int, motion: Path, *overrides: str, sim: str = "mujoco") -> RunConfig:
     from soaklab.config.compose import compose
 
-    return compose("sac", "g1_motion_tracking", "mujoco",
+    return compose("sac", "g1_motion_tracking", sim,
                    [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(motion))}", *overrides]).run
 
 
@@ -147,8 +147,9 @@ def make_g1(g1_assets):
 
     made = []
 
-    def build(num_envs: int, *overrides: str, compile_terms: bool = False):
-        env = make_env("g1_motion_tracking", g1_config(num_envs, g1_assets.motion, *overrides),
+    def build(num_envs: int, *overrides: str, compile_terms: bool = False, sim: str = "mujoco"):
+        # sim=mjwarp without a GPU steps on warp's CPU device (soaklab.sim.mjwarp)
+        env = make_env("g1_motion_tracking", g1_config(num_envs, g1_assets.motion, *overrides, sim=sim),
                        scene=g1_assets.scene, compile_terms=compile_terms)
         made.append(env)
         return env

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import mujoco
 import numpy as np
 import pytest
@@ -295,3 +297,34 @@ def test_step_reports_tracking_errors_that_vanish_on_the_reference(make_g1):
     result = env.step(torch.ones(4, 29))
     assert set(result.metrics) == {"body_pos_error_m", "joint_pos_error_rad"}
     assert (result.metrics["joint_pos_error_rad"] > 0.01).all()
+
+
+@pytest.mark.parametrize("sim", [
+    "mujoco",
+    pytest.param("mjwarp", marks=pytest.mark.skipif(importlib.util.find_spec("mujoco_warp") is None,
+                                                    reason="mujoco_warp is not installed (the warp extra)")),
+])
+def test_saved_state_continues_bit_for_bit_in_a_new_env(make_g1, sim):
+    """What a resumable checkpoint keeps of an env (soaklab.rl.resume): a new env of the same
+    settings, given the state, steps on exactly as the saved one did, resets and sampler included.
+    On MJWarp without a GPU this runs on warp's CPU device, whose kernels run one after the other."""
+    n, before, after = 4, 12, 10
+    generator = torch.Generator().manual_seed(3)
+    actions = [random_actions(generator, n) * 2 for _ in range(before + after)]  # large: episodes end in here
+    first = make_g1(n, sim=sim)
+    first.reset()
+    for a in actions[:before]:
+        first.step(a)
+    state = first.state_dict()
+    done, continued = 0, []
+    for a in actions[before:]:
+        r = first.step(a)
+        done += int(r.done.sum())
+        continued.append((r.obs.clone(), r.reward.clone(), r.done.clone()))
+    assert done > 0, "the continuation must include resets"
+    second = make_g1(n, sim=sim)
+    second.load_state_dict(state)
+    for (obs, reward, ended), a in zip(continued, actions[before:], strict=True):
+        r = second.step(a)
+        assert torch.equal(r.obs, obs) and torch.equal(r.reward, reward) and torch.equal(r.done, ended)
+    assert torch.equal(second.sampler.failures, first.sampler.failures)

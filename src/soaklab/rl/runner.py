@@ -147,10 +147,10 @@ class Learner:
         self.start_iteration = resume.iteration if resume is not None else 0
         self.update_count = 0
         self.env_steps = 0
-        # Resumable checkpoints need every env's state saved; the MJWarp backend's is not yet, and a
-        # data-parallel run would need every rank's (docs/runtime.md, "Resuming a run").
+        # A data-parallel run would need every rank's checkpoint, taken at one iteration and resumed
+        # together (docs/runtime.md, "Resuming a run"): one process is resumable, on either backend.
         self.segments: list[dict[str, Any]] | None = None  # read back at shutdown (rank 0)
-        self.resumable = self.world_size == 1 and resolved.composed.sim == "mujoco"
+        self.resumable = self.world_size == 1
         self.resume_record: dict[str, Any] = {
             "resumable": self.resumable, "resumed_from": self.start_iteration if resume is not None else None,
             "checkpoints_written": 0, "last_iteration": None}

@@ -225,6 +225,45 @@ class MjwarpBackend:
         self.reset_qvel[ids] = torch.as_tensor(qvel, device=dev, dtype=torch.float32)
         self._launch(self._reset_ops, self._reset_graph)
 
+    # mjSTATE_INTEGRATION, as mujoco_warp's Data holds it: everything a step reads that it does not
+    # recompute (MuJoCo's own definition of the state a continuation needs; the CPU backend saves the
+    # same with mj_getState). A field the model leaves empty (no actuator activations, no mocap
+    # bodies) is an empty array and is skipped.
+    INTEGRATION_FIELDS = ("time", "qpos", "qvel", "act", "history", "plastic", "qacc_warmstart", "ctrl",
+                          "qfrc_applied", "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat", "userdata")
+
+    def _integration_arrays(self) -> dict[str, torch.Tensor]:
+        out = {}
+        for name in self.INTEGRATION_FIELDS:
+            array = getattr(self.d, name, None)
+            if array is not None and array.size:
+                out[name] = self._wp.to_torch(array)
+        return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every world's integration state and the packed buffer the task reads, as host tensors (a
+        resumable checkpoint, soaklab.rl.resume). Every launch ends with torch's stream waiting on
+        warp's, so torch reads what the last step wrote."""
+        return {**{name: view.detach().cpu().clone() for name, view in self._integration_arrays().items()},
+                "buffer": self.state.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """The inverse of state_dict(), copied in place (the captured graphs hold these arrays). Then
+        the reset sequence with no world selected recomputes the position and velocity stages, as the
+        end of every step leaves them, and the saved packed buffer is put back over its pack."""
+        arrays = self._integration_arrays()
+        missing = sorted(set(arrays) - set(state))
+        if missing:
+            raise ValueError(f"mjwarp state lacks {', '.join(missing)}: saved from another model")
+        for name, view in arrays.items():
+            if tuple(view.shape) != tuple(state[name].shape):
+                raise ValueError(f"mjwarp state {name} of shape {tuple(state[name].shape)} does not fit "
+                                 f"{tuple(view.shape)} (another env count or model)")
+            view.copy_(state[name].to(view.device))
+        self.reset_mask.zero_()
+        self.launch_reset()
+        self.state.copy_(state["buffer"].to(self.state.device))
+
     def overflow_worlds(self) -> int:
         """Worlds whose contacts or constraints overflowed since their last reset (a host read)."""
         return int((self.overflow != 0).sum())

@@ -467,9 +467,6 @@ class G1MotionTrackingEnv:
     def state_dict(self) -> dict[str, Any]:
         """What the next step reads (a resumable checkpoint, soaklab.rl.resume): the RNG, the
         adaptive sampler's failure counts, each env's clip position and last action, the physics."""
-        if not hasattr(self.backend, "state_dict"):
-            raise NotImplementedError(f"{self.backend.backend_type}: its physics state is not saved yet; "
-                                      "a run on it cannot resume")
         return {"rng": self.rng.get_state(), "failures": self.sampler.failures.clone(),
                 "start_frame": self.start_frame.clone(), "episode_step": self.episode_step.clone(),
                 "last_action": self.last_action.clone(), "backend": self.backend.state_dict()}
@@ -479,7 +476,7 @@ class G1MotionTrackingEnv:
         self.sampler.failures.copy_(state["failures"])
         self.start_frame.copy_(state["start_frame"])
         self.episode_step.copy_(state["episode_step"])
-        self.last_action = state["last_action"].to(self.device).clone()
+        self.last_action.copy_(state["last_action"])  # in place: the captured task step holds it
         self.backend.load_state_dict(state["backend"])
 
     def diagnostics(self) -> dict:
@@ -517,7 +514,14 @@ class DeviceStep:
         self.obs = torch.zeros(n, spaces.actor_obs, device=dev)
         self.critic = torch.zeros(n, spaces.critic_obs, device=dev)
         backend = env.backend
-        requested = (backend.graph_requested, None if backend.graph_requested else "the backend's graphs are off")
+        # The task's steps capture where the backend's do: not with its graphs off, nor on warp's CPU
+        # device (no CUDA there), where both run eagerly.
+        if not backend.graph_requested:
+            requested: tuple[bool, str | None] = (False, "the backend's graphs are off")
+        elif torch.device(dev).type != "cuda":
+            requested = (False, backend.graph_disable_reason or f"env on {dev}: CUDA graphs need a CUDA device")
+        else:
+            requested = (True, None)
         generators = (env.rng.generator,)
         self.steps = (CapturedStep("task_terms_and_reset", self._terms_and_reset, dev, generators, requested=requested),
                       CapturedStep("task_observe", self._observe, dev, generators, requested=requested))
