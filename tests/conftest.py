@@ -32,12 +32,13 @@ class CliResult:
     err: str
 
 
-# The longest modules, longest first (`pytest --durations` on two cores, 2026-12-04: 120-300 s
+# The longest modules, longest first (`pytest --durations` on two cores, 2026-12-05: 60-280 s
 # each). xdist hands out whole modules (--dist loadscope) in collection order, and tests/workflow/
 # sorts last: its Slurm sweep was running alone on one worker for the suite's last two minutes.
-LONGEST_FIRST = ("tests/soak/test_monitor.py", "tests/workflow/test_dag.py", "tests/workflow/test_sweeps.py",
-                 "tests/workflow/test_slurm.py", "tests/rl/test_ranks.py", "tests/rl/test_runtime.py",
-                 "tests/rl/test_reproducible.py", "tests/support/test_matrix.py", "tests/workflow/test_records.py")
+LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/workflow/test_dag.py", "tests/soak/test_monitor.py",
+                 "tests/host/test_compile_cache.py", "tests/workflow/test_sweeps.py", "tests/workflow/test_records.py",
+                 "tests/rl/test_ranks.py", "tests/rl/test_runtime.py", "tests/rl/test_resume.py",
+                 "tests/rl/test_reproducible.py", "tests/support/test_matrix.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

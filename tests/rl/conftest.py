@@ -14,10 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-import torch
 
 from soaklab.config.overrides import merge_overrides
-from soaklab.metrics.events import event_file, read_scalars
+from soaklab.metrics.same_run import first_difference, series
 from soaklab.rl.shm import leaked_segments
 
 # Small networks and batches: these tests check the runtime's mechanics, not learning.
@@ -109,22 +108,6 @@ def process_gone(pid: int | None) -> bool:
 
 
 # -- the same run, bit for bit (a resumed run against the unbroken one) -----------------------------------
-def series(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    frame = read_scalars(event_file(run_dir))
-    return {tag: list(zip(rows.step.tolist(), rows.value.tolist(), strict=True))
-            for tag, rows in frame.groupby("tag") if tag.startswith(("Train/", "Loss/"))}
-
-
-def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    agent = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=False)["agent"]
-    return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
-            if isinstance(value, torch.Tensor)}
-
-
 def assert_same_run(resumed: Path, unbroken: Path) -> None:
-    a, b = series(resumed), series(unbroken)
-    assert sorted(a) == sorted(b) and len(a) >= 5
-    for tag in b:
-        assert a[tag] == b[tag], f"{tag} differs after the resume"
-    wa, wb = weights(resumed), weights(unbroken)
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wb)
+    assert len(series(unbroken)) >= 5  # a run that logged little would make the comparison weak
+    assert first_difference(resumed, unbroken) is None

@@ -38,11 +38,13 @@ GROUP_COMMENT = "rule_soak_node_mps_start_resolve_config_train_soak"
 SLURM_FLAGS = ("--profile", str(REPO / "profiles/slurm"), "--slurm-no-account",
                "--slurm-init-seconds-before-status-checks", "2")
 # One SAC run long enough to be requeued mid-run (about 80 iterations a second here, progress.json
-# rewritten every 2 s), a resumable checkpoint every 10 iterations.
-LONG_ITERATIONS = 2000
+# rewritten every 2 s: 15 s of margin). Its periodic checkpoints come late: the one the requeue
+# resumes from is the one the trainer writes at the signal.
+LONG_ITERATIONS = 1200
 LONG = {"sweeps": {"preempted": {"base": "cpu", "matrix": {"algo": ["sac"]},
-                                 "override_sets": {"long": {"algo.max_iterations": LONG_ITERATIONS}}}}}
-REQUEUE_PAST = 25  # iterations: past the checkpoints at 10 and 20
+                                 "override_sets": {"long": {"algo.max_iterations": LONG_ITERATIONS,
+                                                            "algo.save_interval": 600}}}}}
+REQUEUE_PAST = 25
 
 
 def _live(pids: list[int]) -> list[int]:

@@ -1,0 +1,41 @@
+"""Whether two run dirs hold the same run, bit for bit: every `Train/` and `Loss/` series, step for
+step, and the final weights. A resumed run is judged against the unbroken one this way
+(docs/runtime.md, "Resuming a run")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from soaklab.metrics.events import event_file, read_scalars
+
+COMPARED = ("Train/", "Loss/")
+
+
+def series(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    frame = read_scalars(event_file(run_dir))
+    return {tag: list(zip(rows.step.tolist(), rows.value.tolist(), strict=True))
+            for tag, rows in frame.groupby("tag") if tag.startswith(COMPARED)}
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    agent = torch.load(run_dir / "checkpoints" / "model_final.pt", map_location="cpu", weights_only=False)["agent"]
+    return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
+            if isinstance(value, torch.Tensor)}
+
+
+def first_difference(a: Path, b: Path) -> str | None:
+    """None when the two runs are the same bit for bit; else the first thing that differs."""
+    sa, sb = series(a), series(b)
+    if sorted(sa) != sorted(sb):
+        return f"series differ: {sorted(set(sa) ^ set(sb))}"
+    for tag in sorted(sb):
+        if sa[tag] != sb[tag]:
+            step = next((x[0] for x, y in zip(sa[tag], sb[tag], strict=False) if x != y), None)
+            return f"{tag} differs from step {step} ({len(sa[tag])} and {len(sb[tag])} points)"
+    wa, wb = final_weights(a), final_weights(b)
+    if wa.keys() != wb.keys():
+        return f"final weights hold other tensors: {sorted(set(wa) ^ set(wb))}"
+    differing = [k for k in wb if not torch.equal(wa[k], wb[k])]
+    return f"final weights differ in {differing[:3]}" if differing else None
