@@ -59,3 +59,15 @@ def test_startup_samples_do_not_count():
 def test_too_few_samples_give_no_verdict():
     verdict = leak_verdict(samples([500 * MIB] * (MIN_SAMPLES - 1)))
     assert verdict["status"] == "insufficient_samples" and verdict["leak"] is False
+
+
+def test_a_resumed_segment_counts_from_its_own_first_iteration():
+    """A resumed segment's samples show the checkpoint's iteration while the trainer restores it
+    (start-up: memory grows), then iterations past it: only those count."""
+    rss = [100 * MIB * i for i in range(40)] + [4000 * MIB] * 40
+    resumed = samples(rss)
+    for i, sample in enumerate(resumed):
+        sample["progress"]["iteration"] = 2000 if i < 40 else 2000 + i
+    assert leak_verdict(resumed)["leak"], "counted from the stale iteration, start-up looks like growth"
+    verdict = leak_verdict(resumed, after_iteration=2000)
+    assert not verdict["leak"] and verdict["window_start_s"] >= 40

@@ -58,6 +58,18 @@ def test_trainer_failures_carry_the_trainer_classification(start_soak, fault, cl
     no_process_left(soak)
 
 
+def test_a_trainer_that_refuses_its_run_is_the_soaks_failure_reason(start_soak):
+    """A trainer that exits 2 before it writes anything (here it refuses a malformed fault request,
+    which only it reads) is `trainer_refused`, with its own one line as the reason and on stderr."""
+    run = start_soak(fault="no_such_fault@3")
+    soak = finished(run)
+    assert soak["status"] == "failed" and soak["failure_classification"] == "trainer_refused"
+    assert soak["failure_reason"].startswith("the trainer refused the run (exit 2): SOAKLAB_FAULT=no_such_fault@3: ")
+    assert soak["run_summary"] is None and soak["shutdown"]["trainer_returncode"] == 2
+    assert "soak: failed (trainer_refused): the trainer refused the run (exit 2): SOAKLAB_FAULT=" in run.out()
+    no_process_left(soak)
+
+
 def test_hung_trainer_ends_as_stale_tick_within_the_limit(start_soak):
     soak = finished(start_soak(fault="hang_learner@5", iterations=1000, stale_progress_seconds=4))
     assert soak["failure_classification"] == "timeout/stale_tick"

@@ -197,6 +197,9 @@ def test_a_soak_killed_mid_run_resumes_on_the_next_dag_run(project):
     soak = json.loads((work / "results/cpu/soak.json").read_text())
     assert [s["status"] for s in soak["segments"]] == ["failed", "passed"]
     assert soak["segments"][0]["leak"] is False and soak["command"]["trainer"][3:5] == ["train", "--resume"]
+    # The killed segment's progress (iteration 23) is not this segment's: the soak's first sample,
+    # taken as the trainer is spawned, sees none, so start-up and the leak window are its own.
+    assert soak["samples"][0]["progress"]["iteration"] is None
     summary = json.loads((work / "results/cpu/train/run_summary.json").read_text())
     assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 20), (20, 30)]
     assert not interrupted.exists()

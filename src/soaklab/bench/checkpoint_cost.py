@@ -3,7 +3,7 @@
 "Resuming a run").
 
 - Bytes: the learner's and the collector's file of the last checkpoint (the run summary's
-  `learner_diagnostics.resume`); the learner's serialisation and write time is measured there too.
+  `runtime_manifest.learner_diagnostics.resume`); the learner's serialisation and write time is measured there too.
 - Seconds, as the run felt them: the collector writes its half inside the env step of iteration
   k - 1 and the learner its half after iteration k - 1, so a checkpoint at k lengthens the loop
   periods around it. The cost is the sum, over iterations k - 2 .. k + 2, of each period's excess
@@ -36,7 +36,7 @@ def checkpoint_cost(run_dir: Path, steady_from: int) -> dict[str, Any]:
     run_config = json.loads((run_dir / "run_config.json").read_text())
     algo = run_config["config"]["algo"]
     interval, total = int(algo["save_interval"]), int(algo["max_iterations"])
-    resume = ((summary.get("learner_diagnostics") or {}).get("resume")) or {}
+    resume = ((summary["runtime_manifest"].get("learner_diagnostics") or {}).get("resume")) or {}
     frame = current_tags(read_scalars(event_file(run_dir)))
     rows = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
     period = dict(zip(rows["step"].astype(int), rows["value"].astype(float), strict=True))

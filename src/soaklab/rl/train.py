@@ -65,9 +65,9 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, Resolved
     anything starts; the dir is claimed as a new run's would be."""
     from soaklab.rl.resume import check_resumable
 
-    if resolved.ranks.parallel or resolved.composed.sim != "mujoco":
-        raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank MuJoCo runs for now "
-                           f"(this one: {resolved.composed.sim}, {resolved.ranks.world_size} rank(s))")
+    if resolved.ranks.parallel:
+        raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank runs for now "
+                           f"(this one has {resolved.ranks.world_size} ranks)")
     # The recorded config as it is (its log_dir included): a run dir moved elsewhere still resumes.
     found = check_resumable(run_dir, resolved.record()["config_hash"])
     claim(run_dir)

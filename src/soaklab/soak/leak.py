@@ -67,8 +67,11 @@ def slope_per_minute(times: list[float], values: list[float]) -> float:
     return 60.0 * sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values, strict=True)) / var
 
 
-def post_startup(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    started = [s for s in samples if (s["progress"].get("iteration") or 0) >= 1 and s["process_count"] > 0]
+def post_startup(samples: list[dict[str, Any]], after_iteration: int = 0) -> list[dict[str, Any]]:
+    """The samples after the trainer's first finished iteration (past `after_iteration`: a resumed
+    segment starts there), less the first WARMUP_FRACTION of them."""
+    started = [s for s in samples
+               if (s["progress"].get("iteration") or 0) > after_iteration and s["process_count"] > 0]
     return started[int(len(started) * WARMUP_FRACTION):]
 
 
@@ -86,8 +89,8 @@ def trend(window: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
             "leak": growth > bound.limit(start)}
 
 
-def leak_verdict(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    window = post_startup(samples)
+def leak_verdict(samples: list[dict[str, Any]], after_iteration: int = 0) -> dict[str, Any]:
+    window = post_startup(samples, after_iteration)
     trends = {name: t for name in BOUNDS if (t := trend(window, name)) is not None}
     if not trends:
         return {"status": "insufficient_samples", "leak": False, "window_samples": len(window),

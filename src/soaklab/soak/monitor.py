@@ -236,6 +236,10 @@ class Monitor:
             earlier = request.console_log.with_name(f"soak-console-before-{self.resumed_at}.log")
             if request.console_log.exists():
                 request.console_log.rename(earlier)
+            # The killed segment's last progress is not this trainer's: left in place, it would pass
+            # for this segment's first iteration (start-up then counts as growth in the leak window,
+            # and the start-up limit as met before the trainer has run at all).
+            (request.log_dir / "progress.json").unlink(missing_ok=True)
             self.command = resume_command(request)
             print(f"soak: resuming the interrupted run {request.log_dir} at iteration {self.resumed_at}", flush=True)
         request.log_dir.mkdir(parents=True, exist_ok=True)
@@ -298,7 +302,7 @@ class Monitor:
     def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
                    ) -> dict[str, Any]:
         summary, summary_problem = read_run_summary(self.request.log_dir)
-        verdict = leak_verdict(self.watch.samples)
+        verdict = leak_verdict(self.watch.samples, after_iteration=self.resumed_at or 0)
         returncode = self.proc.returncode if self.proc is not None else None
         classification, reason = self._classify(summary, summary_problem, returncode, residual, verdict,
                                                 duration_s, monitor_error)
@@ -354,6 +358,9 @@ class Monitor:
                       "external_cancellation": f"the monitor received {term.get('signal')}"}
             return term["reason"], limits.get(term["reason"], term["reason"])
         if summary is None:
+            refusal = refusal_line(self.request.console_log) if returncode == 2 else None
+            if refusal is not None:  # refused before it ran: its one line is the cause
+                return "trainer_refused", f"the trainer refused the run (exit 2): {refusal}"
             kind = "missing_run_summary" if summary_problem == "missing" else "invalid_run_summary"
             return kind, f"run_summary.json: {summary_problem} (trainer exit code {returncode})"
         trainer = summary["runtime_manifest"]["shutdown"]["classification"]
@@ -390,6 +397,16 @@ def _kill(proc: psutil.Process) -> bool:
         return True
     except psutil.Error:
         return False
+
+
+def refusal_line(console_log: Path) -> str | None:
+    """The trainer's own one-line refusal (`soaklab: error: ...`) from its console log, if any."""
+    try:
+        lines = console_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    errors = [line.strip() for line in lines if line.startswith("soaklab: error:")]
+    return errors[-1][len("soaklab: error:"):].strip() if errors else None
 
 
 def read_run_summary(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
