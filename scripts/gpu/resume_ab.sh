@@ -74,7 +74,7 @@ cost=$work/cost-run
    algo.num_envs=1024 "algo.max_iterations=${COST_ITERATIONS:-3000}" "algo.save_interval=${COST_INTERVAL:-500}" \
    "training.log_dir=$cost" >"$work/cost-train.log" 2>&1; echo "cost run: exit $?")
 python3 -m soaklab.bench.checkpoint_cost "$cost" --steady-from 1000 --out "$work/pack/checkpoint-cost.json" \
-  --source "one FlashSAC G1 run alone on one H200 under MPS, 1024 envs, MJWarp (scripts/gpu/resume_ab.sh)" \
+  --source "one FlashSAC G1 run alone on one $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS, 1024 envs, MJWarp (scripts/gpu/resume_ab.sh)" \
   >"$work/cost.log" 2>&1; cat "$work/cost.log"
 cp "$cost/run_summary.json" "$work/pack/cost-run_summary.json" 2>/dev/null
 pack
