@@ -242,3 +242,17 @@ def test_two_ranks_are_watched_and_validated(start_soak, tmp_path):
     rank_checks = [c for c in report["checks"] if c["name"].startswith("data parallel")]
     assert len(rank_checks) == 5 and all(c["passed"] for c in rank_checks)
     assert report["status"] == "passed", [c for c in report["checks"] if not c["passed"]]
+
+
+def test_the_minimum_duration_is_the_whole_runs_over_its_segments(start_soak):
+    """A soak killed and resumed is judged on how long the run ran in all its segments, not the last
+    one's: the reason names their sum."""
+    first = finished(start_soak(iterations=40, fault="kill_learner@25"))  # checkpoints every 10
+    assert first["failure_classification"] == "learner_failure" or first["run_summary"] is None, first
+    second = finished(start_soak(iterations=40, min_duration_seconds=100000))
+    assert second["command"]["trainer"][3:5] == ["train", "--resume"]
+    assert [s["status"] for s in second["segments"]] == ["failed", "failed"]
+    assert second["failure_classification"] == "min_duration_not_met"
+    total = sum(s["duration_s"] for s in second["segments"])
+    assert total > second["duration_s"] > 0
+    assert f"after {total:.1f}s (all its segments)" in second["failure_reason"], second["failure_reason"]

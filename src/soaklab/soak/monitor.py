@@ -304,8 +304,12 @@ class Monitor:
         summary, summary_problem = read_run_summary(self.request.log_dir)
         verdict = leak_verdict(self.watch.samples, after_iteration=self.resumed_at or 0)
         returncode = self.proc.returncode if self.proc is not None else None
+        earlier = earlier_segments(self.request.log_dir)
+        # The minimum duration is the run's, not each segment's: a soak killed twice still ran as long
+        # as its segments together (the leak verdict, by contrast, is each segment's own).
+        run_duration_s = duration_s + sum(seg["duration_s"] or 0.0 for seg in earlier)
         classification, reason = self._classify(summary, summary_problem, returncode, residual, verdict,
-                                                duration_s, monitor_error)
+                                                run_duration_s, monitor_error)
         soak: dict[str, Any] = {
             "schema_version": SOAK_SCHEMA_VERSION,
             "status": "passed" if classification is None else "failed",
@@ -333,7 +337,7 @@ class Monitor:
                               "shm_removed": self.watch.shm_removed},
             "run_summary": summary,
             # One per trainer start: the interrupted ones' verdicts, then this one's (docs/soak.md).
-            "segments": [*earlier_segments(self.request.log_dir),
+            "segments": [*earlier,
                          {"status": "passed" if classification is None else "failed",
                           "failure_classification": classification, "failure_reason": reason,
                           "duration_s": round(duration_s, 3), "leak": verdict["leak"],
@@ -346,7 +350,7 @@ class Monitor:
         return soak
 
     def _classify(self, summary: dict[str, Any] | None, summary_problem: str | None, returncode: int | None,
-                  residual: list[dict[str, Any]], verdict: dict[str, Any], duration_s: float,
+                  residual: list[dict[str, Any]], verdict: dict[str, Any], run_duration_s: float,
                   monitor_error: str | None) -> tuple[str | None, str | None]:
         """The first failure in order of cause: the monitor's own verdicts, then the trainer's."""
         if monitor_error is not None:
@@ -380,9 +384,9 @@ class Monitor:
             return "resource_leak", f"/dev/shm entries left by the trainer (removed by the monitor): {names}"
         if verdict["leak"]:
             return "resource_leak", f"sustained growth beyond its bound: {', '.join(verdict['leaking'])}"
-        if duration_s < self.budget.min_duration:
-            return "min_duration_not_met", (f"the run ended after {duration_s:.1f}s, before the minimum "
-                                            f"{self.budget.min_duration:g}s; raise --iterations")
+        if run_duration_s < self.budget.min_duration:
+            return "min_duration_not_met", (f"the run ended after {run_duration_s:.1f}s (all its segments), before "
+                                            f"the minimum {self.budget.min_duration:g}s; raise --iterations")
         return None, None
 
 
