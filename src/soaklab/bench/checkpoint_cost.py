@@ -52,7 +52,10 @@ def checkpoint_cost(run_dir: Path, steady_from: int) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),
         "num_envs": algo["num_envs"], "save_interval": interval, "max_iterations": total,
-        "replay_rows_filled": None if not checkpoints else min(total, checkpoints[-1]) * algo["num_envs"],
+        # the ring's rows at the last checkpoint timed: one per env and iteration, up to its capacity
+        "replay_rows_filled": None if not checkpoints else min(checkpoints[-1] * int(algo["num_envs"]),
+                                                               int(algo["replay_buffer_size"])),
+        "last_checkpoint_iteration": resume.get("last_iteration"),
         "median_iteration_ms": round(median, 3),
         "checkpoints_timed": len(costs),
         "seconds_per_checkpoint": {"median": round(statistics.median(costs) / 1e3, 3) if costs else None,
