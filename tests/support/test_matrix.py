@@ -130,11 +130,23 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
     assert found == "Benchmarked" and any("env_steps_per_s" in r and "outside its threshold" in r for r in reasons)
 
 
+def failing(comparison: dict) -> dict:
+    """The comparison with its first seed's final weights differing, that row failing, the verdict
+    field left as it was."""
+    doc = json.loads(json.dumps(comparison))
+    weights = next(r for r in doc["figures"] if r["name"].startswith("final weights"))
+    weights.update(now="sha256:" + "1" * 64, verdict="fail")
+    return doc
+
+
 def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path):
     folder = artifacts(repo, "ci-dag")
     (folder / store.REPRODUCED).unlink(missing_ok=True)
     cases = {
-        "verdict is fail": lambda c: c | {"verdict": "fail"},
+        "verdict is fail": lambda c: failing(c) | {"verdict": "fail"},
+        # forged: the verdict field against the rows, or no rows at all (soaklab.records.recheck)
+        "verdict: says 'pass', its rows give 'fail'": failing,
+        "figures: none": lambda c: c | {"figures": []},
         "an A/B is not a reproduction": lambda c: c | {"changes": {"algo.discount": 0.9}},
         "against an earlier record": lambda c: c | {"commit": {"record": "0" * 40, "now": "c"}},
         "the comparison is of record 'other'": lambda c: c | {"record": "other"},
@@ -199,3 +211,23 @@ def test_outside_a_checkout_or_with_a_malformed_marker_it_is_one_exit_2_line(tmp
     done = soaklab("support-matrix", "--check", cwd=repo)
     assert done.returncode == 2 and "'sac/cartpole_swingup': a configuration is" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("forge", "words"), [
+    (lambda kept: failing(kept), "verdict: says 'pass', its rows give 'fail'"),
+    (lambda kept: kept | {"figures": []}, "figures: none"),
+    (lambda kept: kept | {"machine": "cpu: Z80 x1"}, "machine: 'cpu: Z80 x1', but it lies in the artifacts of"),
+])
+def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
+    """The matrix recomputes a kept reproduction's verdict from its rows and checks its machine;
+    a forged one leaves the configuration Tested, the reason naming the file and the field."""
+    for reproduced in (repo / "records").rglob(store.REPRODUCED):
+        reproduced.unlink()
+    store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
+    assert level(repo, G1_CPU)[0] == "Benchmarked"
+    kept_path = artifacts(repo, "ci-dag") / store.REPRODUCED
+    kept_path.write_text(json.dumps(forge(json.loads(kept_path.read_text()))))
+    found, by, reasons = level(repo, G1_CPU)
+    assert found == "Tested" and by is None
+    refusal = next(r for r in reasons if "kept reproduction is refused" in r)
+    assert f"{kept_path}: " in refusal and words in refusal, refusal

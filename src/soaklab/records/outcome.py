@@ -61,12 +61,16 @@ def verdict_lines(comparison: dict[str, Any]) -> list[str]:
 
 
 def read_comparison(path: Path) -> dict[str, Any]:
+    """A comparison JSON whose verdict its own rows give (soaklab.records.recheck), else exit 2."""
+    from soaklab.records.recheck import checked_verdict
+
     try:
         comparison = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path}: unreadable comparison ({exc})") from None
     if not isinstance(comparison, dict) or comparison.get("verdict") not in VERDICTS:
         raise InvalidInput(f"{path}: not a comparison (verdict one of {', '.join(VERDICTS)})")
+    checked_verdict(comparison, path)
     return comparison
 
 

@@ -206,8 +206,8 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
                 "versions": (comparison.get("versions") or {}).get("now"),
                 "of_record": {"commit": provenance.get("commit"), "date": provenance.get("date")},
                 "runs": comparison.get("runs"),
-                "figures": [{k: row.get(k) for k in ("name", "rule", "record", "now", "verdict")}
-                            for row in comparison["figures"]]}
+                # whole rows: the matrix recomputes each verdict from the numbers (records/recheck.py)
+                "figures": comparison["figures"]}
         path = record.artifacts_of(machine) / REPRODUCED
         write_json_atomic(path, kept)
     return path

@@ -168,7 +168,10 @@ def reproduction(artifacts: Path) -> dict[str, Any] | None:
     path = artifacts / REPRODUCED
     if not path.is_file():
         return None
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return {}  # not a JSON object: refused by the matrix's recheck, naming the file
 
 
 def snapshots(record: Record, artifacts: Path) -> list[dict[str, Any]]:

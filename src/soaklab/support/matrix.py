@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from soaklab.errors import InvalidInput
 from soaklab.records.plan import PROVENANCE, Record
+from soaklab.records.recheck import checked_verdict
+from soaklab.records.store import REPRODUCED
 from soaklab.support.figures import README, readme_with_table
 from soaklab.support.inventory import Evidence, inventory, reproduction, snapshots
 
@@ -47,10 +50,14 @@ def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] |
     if kept is None:
         return None, f"record {record.name} ({kind}): no kept reproduction (`soaklab record keep {record.name}`)"
     provenance = json.loads((artifacts / PROVENANCE).read_text())
+    try:  # its verdict recomputed from its rows, its machine its folder's: a file is anyone's to edit
+        verdict = checked_verdict(kept, artifacts / REPRODUCED, folder_machine=provenance.get("machine_kind"))
+    except InvalidInput as exc:
+        return None, f"record {record.name} ({kind}): its kept reproduction is refused: {exc}"
     if kept.get("of_record") != {"commit": provenance.get("commit"), "date": provenance.get("date")}:
         return None, f"record {record.name} ({kind}): its kept reproduction is of an earlier record"
-    if kept.get("verdict") != "pass":
-        return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {kept.get('verdict')}"
+    if verdict != "pass":
+        return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {verdict}"
     return {"record": record.name, "date": kept["date"], "commit": kept["commit"], "dirty": kept.get("dirty"),
             "machine": kept["machine"]}, ""
 
