@@ -293,6 +293,8 @@ def cmd_record_check(args: argparse.Namespace) -> int:
     for name in names:
         record = store.load(args.records, name)
         sets = record.artifact_sets()
+        for artifacts in record.artifact_folders():
+            store.require_spec_agrees(record, artifacts)
         state = f"artifacts of record of {', '.join(s.name for s in sets)}" if sets else "no artifacts of record yet"
         print(f"record {name}: ok ({record.machine}, {record.algo}/{record.task}/{record.sim}, seeds "
               f"{', '.join(str(r.seed) for r in record.runs)}, {len(record.figures)} figures"

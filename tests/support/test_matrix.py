@@ -231,3 +231,32 @@ def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
     assert found == "Tested" and by is None
     refusal = next(r for r in reasons if "kept reproduction is refused" in r)
     assert f"{kept_path}: " in refusal and words in refusal, refusal
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda spec: spec["run"]["overrides"].update({"algo.max_iterations": 6000}),
+     "run.overrides.algo.max_iterations: 6000, but"),
+    (lambda spec: spec["run"].update(algo="sac"), "run.algo: 'sac', but"),
+    (lambda spec: spec.update(seeds=[1, 2]), "seeds: seed1, seed2, but"),
+])
+def test_a_spec_edited_after_its_artifacts_is_no_evidence_until_updated(repo, tmp_path, edit, words):
+    """record.yaml changed by hand after its runs were made: `record check` and `record keep` refuse
+    in one line naming the spec and the field, the matrix gives the record no credit, nothing changes."""
+    for reproduced in (repo / "records").rglob(store.REPRODUCED):
+        reproduced.unlink()
+    comparison = tmp_path / "comparison.json"
+    comparison.write_text(json.dumps(self_comparison(repo, "ci-dag")))
+    path = repo / "records" / "ci-dag" / "record.yaml"
+    spec = yaml.safe_load(path.read_text())
+    edit(spec)
+    path.write_text(yaml.safe_dump(spec))
+    before = {p: p.read_bytes() for p in (repo / "records").rglob("*") if p.is_file()}
+    for args in (("record", "check", "ci-dag"), ("record", "keep", "ci-dag", "--comparison", str(comparison))):
+        done = soaklab(*args, cwd=repo)
+        assert done.returncode == 2, (args, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("soaklab: error: records/ci-dag/record.yaml: ") and words in line, line
+        assert "soaklab record update ci-dag" in line
+    assert {p: p.read_bytes() for p in (repo / "records").rglob("*") if p.is_file()} == before
+    found, by, reasons = level(repo, f"{spec['run']['algo']}/g1_motion_tracking/mujoco/cpu/1")
+    assert by is None and any(words in r for r in reasons), reasons

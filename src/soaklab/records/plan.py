@@ -154,12 +154,16 @@ class Record:
         ranks = (self.runs[0].run.get("overrides") or {}).get("training.dp_ranks")
         return ranks if isinstance(ranks, int) and ranks >= 1 else 1
 
-    def artifact_sets(self) -> list[Path]:
-        """The folder of each machine kind's complete artifacts of record, in name order."""
+    def artifact_folders(self) -> list[Path]:
+        """The folder of each machine kind a record was made on (its provenance written), in name order."""
         base = self.folder / MACHINES
         folders = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
-        return [f for f in folders if (f / PROVENANCE).is_file()
-                and all((f / RUNS / r.label / SNAPSHOT).is_file() for r in self.runs)]
+        return [f for f in folders if (f / PROVENANCE).is_file()]
+
+    def artifact_sets(self) -> list[Path]:
+        """The folder of each machine kind's complete artifacts of record, in name order."""
+        return [f for f in self.artifact_folders()
+                if all((f / RUNS / r.label / SNAPSHOT).is_file() for r in self.runs)]
 
     def artifacts_of(self, machine_kind: str) -> Path:
         """Where the artifacts of record made on `machine_kind` live (or would)."""

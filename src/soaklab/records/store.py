@@ -57,10 +57,46 @@ def artifacts_for(record: Record, machine_kind: str | None) -> Path:
     return sets[0]
 
 
-def read_recorded(record: Record, machine_kind: str | None = None
+def spec_disagreement(record: Record, folder: Path) -> str | None:
+    """Where record.yaml no longer describes the artifacts of record in `folder` (a spec edited after
+    its runs were made: another algo, iteration count or seed set), one line; None where it does."""
+    spec = record.folder / SPEC
+    made_seeds = sorted(p.name for p in (folder / RUNS).iterdir() if p.is_dir()) if (folder / RUNS).is_dir() else []
+    if made_seeds != sorted(run.label for run in record.runs):
+        return (f"{spec}: seeds: {', '.join(r.label for r in record.runs)}, but {folder} holds runs of "
+                f"{', '.join(made_seeds) or 'none'}")
+    for run in record.runs:
+        path = folder / RUNS / run.label / "run_config.json"
+        try:
+            made = json.loads(path.read_text())
+            made_overrides = {k: v for k, v in (made.get("overrides") or {}).items() if k != "training.log_dir"}
+        except (OSError, ValueError, AttributeError) as exc:
+            return f"{path}: unreadable ({exc})"
+        for key in ("algo", "task", "sim"):
+            if made.get(key) != run.run.get(key):
+                return f"{spec}: run.{key}: {run.run.get(key)!r}, but {path} was made with {made.get(key)!r}"
+        asked = run.run.get("overrides") or {}
+        for key in sorted(set(asked) | set(made_overrides)):
+            if key not in made_overrides or key not in asked or asked[key] != made_overrides[key]:
+                return (f"{spec}: run.overrides.{key}: {asked.get(key, 'unset')!r}, but {path} was made with "
+                        f"{made_overrides.get(key, 'unset')!r}")
+    return None
+
+
+def require_spec_agrees(record: Record, folder: Path) -> None:
+    disagreement = spec_disagreement(record, folder)
+    if disagreement is not None:
+        raise InvalidInput(f"{disagreement}; the spec and its artifacts of record disagree: run "
+                           f"`soaklab record update {record.name}`")
+
+
+def read_recorded(record: Record, machine_kind: str | None = None, check_spec: bool = True
                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The provenance and each seed's snapshot of the record's artifacts for `machine_kind`."""
+    """The provenance and each seed's snapshot of the record's artifacts for `machine_kind`; refused
+    where the spec no longer describes them (`record update` remakes them; it reads them unchecked)."""
     folder = artifacts_for(record, machine_kind)
+    if check_spec:
+        require_spec_agrees(record, folder)
     try:
         provenance = json.loads((folder / PROVENANCE).read_text())
         snaps = {run.label: json.loads((folder / RUNS / run.label / SNAPSHOT).read_text())
@@ -157,7 +193,7 @@ def update(records: Path, name: str, cores: int, directory: Path | None, extra: 
         results = (directory or Path.cwd()) / "results"
         snaps = take_all(record, results)
         same_kind = record.artifacts_of(kind_of(snaps)) in record.artifact_sets()
-        old = read_recorded(record, kind_of(snaps)) if same_kind else None
+        old = read_recorded(record, kind_of(snaps), check_spec=False) if same_kind else None
         changed = changes(record, snaps)
         if changed:
             raise InvalidInput(f"record {name}: the runs differ from the spec in {', '.join(sorted(changed))} "
@@ -191,6 +227,8 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
                            "(record_overrides): an A/B is not a reproduction")
     with locked(record):
         machine = (comparison.get("machine") or {}).get("now")
+        if machine is not None and record.artifacts_of(machine) in record.artifact_folders():
+            require_spec_agrees(record, record.artifacts_of(machine))
         if machine is None or record.artifacts_of(machine) not in record.artifact_sets():
             raise InvalidInput(f"{where}: the comparison ran on {machine!r}, a machine kind the record has no "
                                "artifacts of")

@@ -24,7 +24,7 @@ from typing import Any
 from soaklab.errors import InvalidInput
 from soaklab.records.plan import PROVENANCE, Record
 from soaklab.records.recheck import checked_verdict
-from soaklab.records.store import REPRODUCED
+from soaklab.records.store import REPRODUCED, spec_disagreement
 from soaklab.support.figures import README, readme_with_table
 from soaklab.support.inventory import Evidence, inventory, reproduction, snapshots
 
@@ -95,7 +95,17 @@ def decide(evidence: Evidence) -> Row:
     tested = bool(ci_tests or evidence.ci_runs)
     reasons: list[str] = []
     benchmarked = None
-    sets = [(record, artifacts) for record in evidence.records for artifacts in record.artifact_sets()]
+    sets = []
+    for record in evidence.records:
+        for artifacts in record.artifact_folders():
+            # artifacts the spec no longer describes (edited after they were made) are no evidence of it
+            edited = spec_disagreement(record, artifacts)
+            if edited is None:
+                if artifacts in record.artifact_sets():
+                    sets.append((record, artifacts))
+            else:
+                reasons.append(f"record {record.name} ({artifacts.name}): {edited}; run `soaklab record update "
+                               f"{record.name}`")
     for record, artifacts in sets:
         kept, why = kept_reproduction(record, artifacts)
         if kept is not None:
