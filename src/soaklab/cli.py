@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from soaklab.errors import REQUEUE_EXIT, InvalidInput, SoaklabError
+from soaklab.errors import REQUEUE_EXIT, InvalidInput, RuntimeFailure, SoaklabError
 from soaklab.policy.gl import GL_BACKENDS, gl_load_error, preset_gl
 
 
@@ -230,7 +230,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     verdict = "within" if parity["passed"] else "OUTSIDE"
     print(f"export: {args.out} (iteration {record['iteration']}); onnxruntime vs torch on {parity['observations']} "
           f"observations: max |diff| {parity['max_abs_diff']:.2e}, {verdict} {parity['bound']:.0e}")
-    return 0 if parity["passed"] else 1
+    if not parity["passed"]:  # the failure's own line, where errors go
+        raise RuntimeFailure(f"export: {args.out}: onnxruntime and torch differ by {parity['max_abs_diff']:.2e}, "
+                             f"beyond the bound {parity['bound']:.0e}; do not deploy it")
+    return 0
 
 
 def cmd_play(args: argparse.Namespace) -> int:

@@ -6,8 +6,6 @@ import json
 import subprocess
 import sys
 
-from tests.rl.conftest import start_train  # noqa: F401  (the real trainer, as a fixture)
-
 
 def cost(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "soaklab.bench.checkpoint_cost", *args],

@@ -55,6 +55,18 @@ def test_export_matches_torch_within_the_bound(cli, tmp_path, algo, cartpole_run
     assert action.shape == (37, parity["outputs"][0]["shape"][1]) and abs(action).max() <= 1.0
 
 
+def test_an_export_outside_its_parity_bound_fails_on_stderr_in_one_line(cli, tmp_path, cartpole_run, monkeypatch):
+    """A bound no real export meets (negative): the summary stays on stdout, the failure is one line
+    on stderr with exit 1."""
+    import soaklab.policy.export
+
+    monkeypatch.setattr(soaklab.policy.export, "PARITY_BOUND", -1.0)
+    result = cli("export", cartpole_run, "--out", tmp_path / "policy.onnx")
+    assert result.code == 1 and "OUTSIDE" in result.out
+    line = one_line(result.err)
+    assert f"{tmp_path / 'policy.onnx'}: onnxruntime and torch differ by" in line and "do not deploy it" in line
+
+
 def test_play_writes_the_frames_it_says(tmp_path, cartpole_run):
     """In a process of its own, as a user runs it: MuJoCo picks its GL backend once, at import."""
     import imageio.v2 as imageio

@@ -62,3 +62,26 @@ def test_a_cpu_machine_kind_names_the_instruction_set() -> None:
                 "numerics": {"cpu_capability": "avx2", "threads": 2, "task_terms": "inductor", "env": {},
                              "host_lacks": None}}
     assert machine_kind(profiled, "cpu") == "cpu: x86_64 AVX2 AMD, 2 threads, inductor task terms"
+
+
+def test_a_damaged_final_checkpoint_is_one_line_not_a_traceback(tmp_path) -> None:
+    """`record compare` digests each seed's final weights: a truncated file, one that is not a torch
+    file and a missing one are each refused in one line naming the file."""
+    import torch
+
+    from soaklab.errors import InvalidInput
+    from soaklab.records.snapshot import weights_digest
+
+    good = tmp_path / "model_final.pt"
+    torch.save({"agent": {"actor": {"w": torch.arange(6.0).reshape(2, 3)}}}, good)
+    assert weights_digest(good).startswith("sha256:")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    text = tmp_path / "text.pt"
+    text.write_text("not a checkpoint\n")
+    for path, words in ((truncated, "not a soaklab checkpoint"), (text, "not a soaklab checkpoint"),
+                        (tmp_path / "gone.pt", "missing")):
+        with pytest.raises(InvalidInput) as refused:
+            weights_digest(path)
+        assert str(refused.value).startswith(f"{path}: ") and words in str(refused.value)
+        assert "\n" not in str(refused.value)

@@ -7,8 +7,13 @@ GPU run), to decide whether an interrupted run can be resumed.
 
 from __future__ import annotations
 
+import io
+import pickle
 import re
 from pathlib import Path
+from typing import Any
+
+from soaklab.errors import InvalidInput
 
 RESUME_DIR = "resume"
 _LEARNER = re.compile(r"learner_(\d+)\.pt")
@@ -31,3 +36,18 @@ def checkpoint_iterations(run_dir: Path) -> list[int]:
     """The iterations of the learner checkpoints present, oldest first (present, not yet read)."""
     found = [int(m.group(1)) for p in resume_dir(run_dir).glob("learner_*.pt") if (m := _LEARNER.fullmatch(p.name))]
     return sorted(found)
+
+
+def load_weights(path: Path) -> Any:
+    """A checkpoint file's payload, loaded as data only (weights_only: never code to run), or one
+    line on why it cannot be: missing, a directory, truncated, or not a torch file at all."""
+    import torch
+
+    try:
+        return torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: no such checkpoint") from None
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        # torch's own message runs to paragraphs; its first line says enough.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None

@@ -7,9 +7,7 @@ input: one line naming it, exit 2, nothing written.
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +18,7 @@ import torch
 from soaklab.config.run_config import recorded_run
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
+from soaklab.files.checkpoints import load_weights
 from soaklab.files.rundir import RUN_CONFIG
 
 FINAL_CHECKPOINT = "model_final.pt"
@@ -76,14 +75,10 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
         raise InvalidInput(f"{path}: is a directory; expected a checkpoint file (checkpoints/{FINAL_CHECKPOINT})")
     if not path.is_file():
         raise InvalidInput(f"{path}: no such checkpoint; a run writes checkpoints/{FINAL_CHECKPOINT} when it ends")
-    try:
-        # weights_only: a checkpoint is data, never code to run.
-        payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
-        state = payload["agent"]
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-        # torch's own message runs to paragraphs; its first line says enough.
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None
+    payload = load_weights(path)
+    state = payload.get("agent") if isinstance(payload, dict) else None
+    if not isinstance(state, dict):
+        raise InvalidInput(f"{path}: not a soaklab checkpoint (no agent state)")
     # Weights of the same shapes from another run would load and be exported or played as this
     # run's: a checkpoint names its run's config hash (those written before it did are taken on trust).
     theirs = payload.get("config_hash") if isinstance(payload, dict) else None

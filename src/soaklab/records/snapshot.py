@@ -18,6 +18,7 @@ import pandas as pd
 
 from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
+from soaklab.files.checkpoints import load_weights
 from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
@@ -53,10 +54,9 @@ def weights_digest(checkpoint: Path) -> str:
     weights give the same digest whatever the pickle around them holds."""
     import torch
 
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise InvalidInput(f"{checkpoint}: missing; the run wrote no final checkpoint") from None
+    if not checkpoint.is_file():
+        raise InvalidInput(f"{checkpoint}: missing; the run wrote no final checkpoint")
+    state = load_weights(checkpoint)
     digest = hashlib.sha256()
 
     def walk(tree: Any, prefix: str) -> None:
