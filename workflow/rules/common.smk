@@ -158,6 +158,23 @@ def _soak_flags(wildcards):
 # one core, 2 GB and 15 minutes cover the assets pull, config resolution, the MPS record, metric
 # extraction from a long soak's event file, validation and the sweep table. Export and playback load
 # a policy and MuJoCo: PLAY_RESOURCES. The soak's own come from its run (train_soak).
+# What extract_metrics and validate_artifacts derive from a run's soak: one place for their paths.
+# A soak run again removes them first, so a soak that then fails leaves no earlier pass standing
+# (docs/soak.md, "No stale pass").
+DERIVED = {
+    "metrics": "results/{run}/metrics.json",
+    "csv": "results/{run}/metrics.csv",
+    "plot": "results/{run}/metrics.png",
+    "table": "results/{run}/metrics.html",
+    "validation": "results/{run}/validation.json",
+    "validation_table": "results/{run}/validation.html",
+}
+
+
+def derived_of(wildcards):
+    return " ".join(shlex.quote(path.format(run=wildcards.run)) for path in DERIVED.values())
+
+
 LIGHT_RESOURCES = {"mem_mb": 2000, "runtime": 15}
 PLAY_RESOURCES = {"mem_mb": 4000, "runtime": 30}
 

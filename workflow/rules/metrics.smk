@@ -7,10 +7,10 @@ rule extract_metrics:
         train=rules.train_soak.output.train,
         code=code_of("metrics"),
     output:
-        metrics="results/{run}/metrics.json",
-        csv="results/{run}/metrics.csv",
-        plot=report("results/{run}/metrics.png", category="{run}", caption="../report/metrics_plot.rst"),
-        table=report("results/{run}/metrics.html", category="{run}", caption="../report/metrics_table.rst"),
+        metrics=DERIVED["metrics"],
+        csv=DERIVED["csv"],
+        plot=report(DERIVED["plot"], category="{run}", caption="../report/metrics_plot.rst"),
+        table=report(DERIVED["table"], category="{run}", caption="../report/metrics_table.rst"),
     log:
         "logs/{run}/extract_metrics.log",
     benchmark:
@@ -34,8 +34,8 @@ rule validate_artifacts:
         metrics=rules.extract_metrics.output.metrics,
         code=code_of("validate"),
     output:
-        validation="results/{run}/validation.json",
-        table=report("results/{run}/validation.html", category="{run}", caption="../report/validation.rst"),
+        validation=DERIVED["validation"],
+        table=report(DERIVED["validation_table"], category="{run}", caption="../report/validation.rst"),
     log:
         "logs/{run}/validate_artifacts.log",
     benchmark:

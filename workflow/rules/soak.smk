@@ -1,7 +1,8 @@
 # The soak: the real trainer under the monitor. A failed soak fails the DAG; Snakemake then
 # removes soak.json and the run dir, so the monitor also copies its evidence under logs/. The
 # monitor's progress lines go to the terminal as well as the log (tee; the shell's pipefail keeps
-# the monitor's exit status).
+# the monitor's exit status). The run's metrics and validation go first: they were derived from the
+# soak this one replaces, and a failed soak must not leave them standing as a pass.
 
 
 rule train_soak:
@@ -31,11 +32,12 @@ rule train_soak:
         soaklab=SOAKLAB,
         flags=_soak_flags,
         evidence="logs/{run}/soak_evidence",
+        derived=derived_of,
     # trap '' TERM: a scheduler ending the job (Slurm's requeue, preemption, scancel) sends SIGTERM to
     # every process in it. The soak's own handler replaces the ignore; this shell and tee keep it, so
     # the job lasts until the soak has kept its checkpointed run and exited 75, and tee still logs the
     # soak's last lines (docs/sweeps.md, "Preemption and requeue").
     shell:
-        "trap '' TERM; rm -rf {params.evidence} && "
+        "trap '' TERM; rm -rf {params.evidence} {params.derived} && "
         "{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
         " --output {output.soak} --evidence-dir {params.evidence} 2>&1 | tee {log}"

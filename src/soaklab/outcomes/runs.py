@@ -25,6 +25,9 @@ BRANCH = (
 )
 
 
+DERIVED_BY = ("extract_metrics", "validate_artifacts")  # the rules that read the soak's results
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(path.read_text())
@@ -70,27 +73,41 @@ def _stopped_at(run: str, logs: Path, results: Path) -> tuple[str, str | None] |
                "extract_metrics": "metrics.json", "validate_artifacts": "validation.json"}
     for rule, classification in BRANCH:
         log = logs / f"{rule}.log"
-        if log.is_file() and not (results / outputs[rule]).is_file():
+        output = results / outputs[rule]
+        done = _derived(output, results / "soak.json") is not None if rule in DERIVED_BY else output.is_file()
+        if log.is_file() and not done:
             return classification, _last_line(log)
     return None
 
 
+def _derived(path: Path, soak: Path) -> dict[str, Any] | None:
+    """A result derived from the run's soak, if it was derived from the soak that stands: a soak that
+    ran again (and failed: Snakemake removed its soak.json) leaves earlier results stale."""
+    try:
+        current = path.stat().st_mtime >= soak.stat().st_mtime
+    except OSError:
+        return None
+    return _read(path) if current else None
+
+
 def run_outcome(run: str, results: Path, logs: Path) -> RunOutcome:
     """The outcome of one run of the workflow (results/{run}, logs/{run})."""
-    validation = _read(results / "validation.json")
+    validation = _derived(results / "validation.json", results / "soak.json")
     evidence = _read(logs / "soak_evidence" / "soak.json")
     soak = _read(results / "soak.json") or evidence
-    metrics = _read(results / "metrics.json")
+    metrics = _derived(results / "metrics.json", results / "soak.json")
     summary = (soak or {}).get("run_summary") or {}
     checks_passed = checks_total = None
     reason = None
     if validation is not None:
-        checks_passed = validation.get("passed", 0)
-        checks_total = checks_passed + validation.get("failed", 0)
-        status = "passed" if validation.get("status") == "passed" else "failed"
-        failed = [c.get("name") for c in validation.get("checks") or [] if not c.get("passed")]
+        # recomputed from the checks, not read from the status field
+        checks = [c for c in validation.get("checks") or [] if isinstance(c, dict)]
+        failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
+        checks_passed, checks_total = len(checks) - len(failed), len(checks)
+        status = "passed" if checks and not failed else "failed"
         classification = "clean_exit" if status == "passed" else "validation_failed"
-        reason = None if status == "passed" else "failed checks: " + ", ".join(map(str, failed))
+        reason = None if status == "passed" else ("failed checks: " + ", ".join(failed) if failed
+                                                  else "validation.json holds no checks")
     elif soak is not None and soak.get("status") != "passed":
         status, classification = "failed", str(soak.get("failure_classification"))
         reason = soak.get("failure_reason")
@@ -117,6 +134,8 @@ def _verdict(outcome: RunOutcome) -> str:
         return f"{outcome.status.upper()} ({outcome.checks_passed}/{outcome.checks_total} checks)"
     if outcome.status == "failed":
         return f"FAILED ({outcome.classification}): {outcome.reason}"
+    if outcome.soak_seconds is not None:
+        return "NOT VALIDATED (the soak passed; its validation is missing or older than the soak)"
     return "not run (no soak JSON, no validation)"
 
 
