@@ -28,6 +28,10 @@ def _standalone(module):
     return loaded
 
 
+# A float YAML 1.1 left a string (1e-05 in a config file or --config): the float (soaklab.config.yaml11).
+as_float_if_exponent = _standalone("config/yaml11").as_float_if_exponent
+
+
 # Sweeps (soaklab.dag.sweeps): each point of a sweep becomes a run under config["runs"], so every rule
 # below treats it as any other run; SWEEPS keeps each sweep's runs and axis values for its summary.
 sweeps = _standalone("dag/sweeps")
@@ -127,7 +131,8 @@ def run_args(wildcards):
     run = run_of(wildcards)
     args = ["--algo", run["algo"], "--task", run["task"], "--sim", run["sim"]]
     for key, value in (run.get("overrides") or {}).items():
-        args.append(f"{key}={json.dumps(value)}")
+        # Snakemake read the config as YAML 1.1, which leaves 1e-05 a string: the float it means
+        args.append(f"{key}={json.dumps(as_float_if_exponent(value))}")
     return " ".join(shlex.quote(a) for a in args)
 
 

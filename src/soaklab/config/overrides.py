@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from soaklab.config.keys import CHOICES, DERIVED_KEYS, INT_MAXIMUMS, INT_MINIMUMS, NULLABLE_KINDS, STR_OR_LIST_KEYS
+from soaklab.config.yaml11 import EXPONENT_FLOAT, as_float_if_exponent
 from soaklab.contract.contract import CONTRACT_KEYS, check_exact_int, is_exact_int
 from soaklab.errors import InvalidInput, SettingError
 
@@ -27,10 +27,6 @@ class Override:
     value: Any
     text: str
 
-
-# A float in exponent notation without a dot (1e-05, 3E+2): a float in YAML 1.2 and JSON, a string
-# to PyYAML's YAML 1.1. Unquoted only: '1e-05' in quotes stays the string it says it is.
-EXPONENT_FLOAT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
 
 
 def parse_overrides(items: Iterable[str]) -> list[Override]:
@@ -50,8 +46,8 @@ def parse_overrides(items: Iterable[str]) -> list[Override]:
         except yaml.YAMLError as exc:
             first = str(exc).splitlines()[0]
             raise InvalidInput(f"override {key}: value {raw!r} is not valid YAML ({first})") from None
-        if isinstance(value, str) and EXPONENT_FLOAT.fullmatch(raw.strip()):
-            value = float(raw)  # YAML 1.1 reads 1e-05 as a string; Python and JSON write floats that way
+        if isinstance(value, str) and EXPONENT_FLOAT.fullmatch(raw.strip()):  # unquoted only
+            value = as_float_if_exponent(value)
         parsed.append(Override(key=key, value=value, text=item))
     return parsed
 
