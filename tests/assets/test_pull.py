@@ -132,7 +132,8 @@ def test_wheel_with_escaping_member_is_refused(cli, tmp_path, pinned_wheel):
     assert not (tmp_path / "resources/g1").exists()
 
 
-def evil_wheel(pinned_wheel: Path, path: Path, name: str, data: bytes = b"x", mode: int | None = None) -> Path:
+def evil_wheel(pinned_wheel: Path, path: Path, name: str, data: bytes = b"x", mode: int | None = None,
+               compress: int = zipfile.ZIP_STORED) -> Path:
     """The pinned wheel's G1 subtree plus one crafted member."""
     with zipfile.ZipFile(pinned_wheel) as src, zipfile.ZipFile(path, "w") as dst:
         for item in src.infolist():
@@ -141,6 +142,7 @@ def evil_wheel(pinned_wheel: Path, path: Path, name: str, data: bytes = b"x", mo
         info = zipfile.ZipInfo(name)
         if mode is not None:
             info.external_attr = mode << 16
+        info.compress_type = compress
         dst.writestr(info, data)
     return path
 
@@ -154,6 +156,20 @@ def test_an_empty_path_component_cannot_write_outside_dest(cli, tmp_path, pinned
     assert result.code == 2 and "empty" in one_line(result.err)
     assert not outside.exists() and not (tmp_path / "resources/g1").exists()
     assert not list((tmp_path / "resources").glob(".staging-*"))
+
+
+def test_a_member_declaring_more_than_a_model_holds_is_refused_before_a_byte_is_written(cli, tmp_path, pinned_wheel):
+    """A zip bomb in the model's subtree: 65 MiB of zeros deflated to some 64 kB, over the 64 MiB limit."""
+    from soaklab.assets.source import MAX_MEMBER_BYTES
+
+    wheel = evil_wheel(pinned_wheel, tmp_path / "bomb.whl", G1_WHEEL.subtree + "assets/bomb.STL",
+                       bytes(MAX_MEMBER_BYTES + (1 << 20)), compress=zipfile.ZIP_DEFLATED)
+    assert wheel.stat().st_size < 32 << 20
+    result = pull(cli, tmp_path, "--source", wheel)
+    line = one_line(result.err)
+    assert result.code == 2 and f"{wheel}: member {G1_WHEEL.subtree}assets/bomb.STL declares" in line
+    assert "limit 67,108,864" in line
+    assert not (tmp_path / "resources/g1").exists() and not list((tmp_path / "resources").glob(".staging-*"))
 
 
 def test_a_symlink_member_is_refused(cli, tmp_path, pinned_wheel):

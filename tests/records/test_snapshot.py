@@ -85,3 +85,22 @@ def test_a_damaged_final_checkpoint_is_one_line_not_a_traceback(tmp_path) -> Non
             weights_digest(path)
         assert str(refused.value).startswith(f"{path}: ") and words in str(refused.value)
         assert "\n" not in str(refused.value)
+
+
+def test_a_checkpoint_whose_members_declare_more_than_it_holds_is_refused_before_torch_reads_it(tmp_path) -> None:
+    """torch writes its members stored: a deflated member that inflates past its stored size is a
+    forged archive (torch would allocate what it declares)."""
+    import zipfile
+
+    from soaklab.errors import InvalidInput
+    from soaklab.files.checkpoints import load_weights
+
+    forged = tmp_path / "model_final.pt"
+    with zipfile.ZipFile(forged, "w") as zf:
+        zf.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        info = zipfile.ZipInfo("archive/data/0")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        zf.writestr(info, bytes(8 << 20))
+    with pytest.raises(InvalidInput) as refused:
+        load_weights(forged)
+    assert str(refused.value).startswith(f"{forged}: member archive/data/0 declares 8,388,608 bytes in ")

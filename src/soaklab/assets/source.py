@@ -114,9 +114,30 @@ def _member_kind_refused(member: zipfile.ZipInfo) -> str | None:
     return None
 
 
+# What a member may declare it inflates to, one and all together: the G1 model's largest mesh is
+# 5.6 MB and its subtree some 20 MB. A zip's declared size is read before a byte is inflated, so a
+# bomb is refused before it can fill the disk.
+MAX_MEMBER_BYTES = 64 << 20
+MAX_SUBTREE_BYTES = 512 << 20
+MAX_METADATA_BYTES = 1 << 20
+
+
+def _check_declared(wheel_path: Path, members: list[zipfile.ZipInfo]) -> None:
+    total = 0
+    for member in members:
+        if member.file_size > MAX_MEMBER_BYTES:
+            raise InvalidInput(f"{wheel_path}: member {member.filename} declares {member.file_size:,} bytes "
+                               f"(limit {MAX_MEMBER_BYTES:,}); not a model wheel")
+        total += member.file_size
+    if total > MAX_SUBTREE_BYTES:
+        raise InvalidInput(f"{wheel_path}: the model's members declare {total:,} bytes together "
+                           f"(limit {MAX_SUBTREE_BYTES:,}); not a model wheel")
+
+
 def extract_subtree(wheel_path: Path, subtree: str, dest: Path) -> list[Path]:
     """Extract only `subtree` of a wheel into `dest`; return the files written. Nothing is written
-    unless every member of the subtree is a plain file whose target lies inside `dest`."""
+    unless every member of the subtree is a plain file whose target lies inside `dest` and whose
+    declared size is within the limits."""
     written: list[Path] = []
     root = dest.resolve()
     try:
@@ -125,6 +146,7 @@ def extract_subtree(wheel_path: Path, subtree: str, dest: Path) -> list[Path]:
             members = [(m, rel) for m, rel in members if rel is not None]
             if not any(rel.name == ROBOT_XML for _, rel in members):
                 raise InvalidInput(f"{wheel_path}: no {subtree}{ROBOT_XML} in this wheel")
+            _check_declared(wheel_path, [m for m, _ in members])
             targets = []
             for member, rel in members:
                 why = _member_kind_refused(member)
@@ -149,8 +171,11 @@ def extract_subtree(wheel_path: Path, subtree: str, dest: Path) -> list[Path]:
 def wheel_license(wheel_path: Path) -> dict[str, Any]:
     """The licence as the wheel's METADATA states it, and the licence file it ships."""
     with zipfile.ZipFile(wheel_path) as zf:
-        meta_name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-        meta = email.parser.Parser().parsestr(zf.read(meta_name).decode()) if meta_name else None
+        meta_info = next((i for i in zf.infolist() if i.filename.endswith(".dist-info/METADATA")), None)
+        if meta_info is not None and meta_info.file_size > MAX_METADATA_BYTES:
+            raise InvalidInput(f"{wheel_path}: {meta_info.filename} declares {meta_info.file_size:,} bytes "
+                               f"(limit {MAX_METADATA_BYTES:,})")
+        meta = email.parser.Parser().parsestr(zf.read(meta_info).decode(errors="replace")) if meta_info else None
         files = [n for n in zf.namelist() if ".dist-info/licenses/" in n and not n.endswith("/")]
     expression = (meta.get("License-Expression") or meta.get("License")) if meta else None
     return {"expression": expression, "files": files}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,37 @@ def checkpoint_iterations(run_dir: Path) -> list[int]:
     return sorted(found)
 
 
+def check_archive(path: Path) -> None:
+    """Refuse a checkpoint whose members declare more than the file holds, before torch reads it.
+
+    torch.save writes a zip whose members are stored, not compressed. So a member that declares
+    more bytes than it takes in the file, or members that together declare more than the file's
+    size, mark a forged archive: torch would allocate whatever it declares."""
+    try:
+        size = path.stat().st_size
+        with zipfile.ZipFile(path) as zf:
+            members = zf.infolist()
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: no such checkpoint") from None
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InvalidInput(f"{path}: not a soaklab checkpoint (not a torch zip archive: {exc})") from None
+    total = 0
+    for member in members:
+        if member.file_size > member.compress_size:
+            raise InvalidInput(f"{path}: member {member.filename} declares {member.file_size:,} bytes in "
+                               f"{member.compress_size:,}; not a checkpoint torch wrote")
+        total += member.file_size
+    if total > size:
+        raise InvalidInput(f"{path}: its members declare {total:,} bytes, the file holds {size:,}; "
+                           "not a checkpoint torch wrote")
+
+
 def load_weights(path: Path) -> Any:
     """A checkpoint file's payload, loaded as data only (weights_only: never code to run), or one
-    line on why it cannot be: missing, a directory, truncated, or not a torch file at all."""
+    line on why it cannot be: missing, a directory, truncated, forged, or not a torch file at all."""
     import torch
 
+    check_archive(path)
     try:
         return torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
     except FileNotFoundError:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from soaklab.errors import InvalidInput
-from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, resume_dir
+from soaklab.files.checkpoints import check_archive, checkpoint_iterations, collector_path, learner_path, resume_dir
 from soaklab.files.jsonfiles import write_json_atomic
 
 KEEP = 2
@@ -138,6 +138,9 @@ def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
     for k in reversed(checkpoint_iterations(run_dir)):
         path, collector = learner_path(run_dir, k), collector_path(run_dir, k)
         try:
+            for archive in (path, collector):  # sizes declared within what the files hold, before a load
+                if archive.is_file():
+                    check_archive(archive)
             learner = torch.load(path, map_location="cpu", weights_only=False)
             if not isinstance(learner, dict) or learner.get("iteration") != k:
                 raise ValueError("not a learner checkpoint of this iteration")
