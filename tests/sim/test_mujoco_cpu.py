@@ -61,3 +61,23 @@ def test_threads_never_exceed_envs():
         assert backend.num_threads == 1
     finally:
         backend.close()
+
+
+def test_the_simulators_instability_resets_are_counted_once():
+    """MuJoCo's own check: a huge velocity is reset to the default pose with a warning; the backend
+    counts each such reset once, per env, and take_unstable() reads and clears the count."""
+    import mujoco
+    import numpy as np
+
+    from soaklab.sim.mujoco_cpu import MujocoBackend
+
+    model = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body><joint type='slide'/><geom size='.1'/></body></worldbody></mujoco>")
+    backend = MujocoBackend(model, num_envs=3, decimation=2, num_threads=1)
+    backend.reset(np.arange(3), np.zeros((3, 1)), np.array([[0.0], [1e20], [0.5]]))
+    backend.step()
+    assert backend.take_unstable() == 1 and backend.take_unstable() == 0
+    assert abs(backend.datas[1].qvel[0]) < 1.0, "MuJoCo put the unstable env back at rest (then gravity acted)"
+    backend.step()
+    assert backend.take_unstable() == 0
+    backend.close()

@@ -91,8 +91,8 @@ def phases_ms(frame: pd.DataFrame, values: dict[str, dict[str, Any]], last: int)
 def run_facts(run_dir: Path) -> dict[str, Any]:
     summary = json.loads((run_dir / "run_summary.json").read_text())
     shutdown = (summary.get("runtime_manifest") or {}).get("shutdown") or {}
-    if shutdown.get("classification") == "non_finite":  # stopped before the value reached a series
-        raise InvalidInput(f"{run_dir / 'run_summary.json'}: the run ended non_finite: "
+    if shutdown.get("classification") in ("non_finite", "diverged"):  # no metrics of a diverged run
+        raise InvalidInput(f"{run_dir / 'run_summary.json'}: the run ended {shutdown['classification']}: "
                            f"{(shutdown.get('exception') or {}).get('message')}; it has no metrics to report")
     wall, steps = summary.get("training_wall_time_sec"), summary.get("total_env_steps")
     return {"status": summary.get("status"), "completed_iterations": summary.get("completed_iterations"),

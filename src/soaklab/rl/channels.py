@@ -55,7 +55,8 @@ class C(enum.IntEnum):
     COLLECTOR_CUDA_PEAK = 21  # collector: torch's peak CUDA allocation in the collector, bytes
     SAVE_AT = 22  # learner: the vector step count after which the collector also saves its half of a
                   # resumable checkpoint (a signal's: soaklab.rl.cancel); 0 = none
-    COUNT = 23
+    PHYSICS_UNSTABLE = 23  # collector: envs the simulator reset as unstable (soaklab.rl.diverged)
+    COUNT = 24
 
 
 # The layout reserves the control array's words without importing this protocol.

@@ -281,6 +281,7 @@ class Collector:
                 bump_max(ctl, C.MAX_PUBLICATION_LAG, int(ctl[C.TICKS_ANSWERED] - ctl[C.TICKS_CONSUMED]) + 1)
                 with self.timer.span("env_step"):
                     result = self.envs[g].step(actions)
+                ctl[C.PHYSICS_UNSTABLE] += self.envs[g].physics_unstable()
                 self.nan_reward_fault(step, result)
                 # On the CPU the check is read at once, before anything of this step is published:
                 # nothing non-finite reaches the learner. A GPU's flags are read later anyway (with

@@ -48,6 +48,8 @@ from soaklab.rl.collector_process import (
     read_backend_diagnostics,
     stop_collector,
 )
+from soaklab.rl.diverged import CLASSIFICATION as CLASSIFICATION_DIVERGED
+from soaklab.rl.diverged import UNSTABLE_TAG, Diverged, DivergenceWatch
 from soaklab.rl.dp import RendezvousAborted
 from soaklab.rl.faults import Fault, fault_from_env
 from soaklab.rl.finite import CLASSIFICATION as CLASSIFICATION_NON_FINITE
@@ -186,6 +188,8 @@ class Learner:
             self.shutdown.phase = "complete"
         except NonFinite as exc:
             self._failed(CLASSIFICATION_NON_FINITE, "learner", exc)
+        except Diverged as exc:
+            self._failed(CLASSIFICATION_DIVERGED, "learner", exc)
         except Cancelled as exc:
             self._failed("external_cancellation", "learner", exc)
         except PeerDied as exc:
@@ -286,6 +290,7 @@ class Learner:
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
         self.stats = EpisodeStats(s.num_envs)
+        self.divergence = DivergenceWatch(s.num_envs)
         if self.resume is not None:
             self._restore(self.resume)
         # Read once: ResolvedRun derives them from its config (a copy), and every iteration logs them.
@@ -477,6 +482,12 @@ class Learner:
             rows = [(it, walltime, values) for (it, walltime, _), values in zip(rows, merged, strict=True)]
         for it, walltime, values in rows:
             self.logger.scalars(values, it, walltime)
+        if not self.shutting_down:  # on the rows just written, so the event file holds what it names
+            for it, _, values in rows:
+                self.divergence.observe(it, values)
+            if rows:
+                self.divergence.check_episodes(rows[-1][0], self.stats.finished_lengths,
+                                               self.stats.finished_lengths.maxlen or 0)
         if rows:  # the rate over the flushed iterations: one iteration's rate swings with the flush itself
             seconds = sum(values[ITERATION_TAG] or 0.0 for _, _, values in rows) / 1e3
             fps = self.layout.num_envs * self.world_size * len(rows) / max(seconds, 1e-9)
@@ -503,6 +514,7 @@ class Learner:
             "Ingress/occupancy": float(ctl[C.INGRESS_PUBLISHED] - ctl[C.INGRESS_RELEASED]),
             "Ingress/high_water_occupancy": float(ctl[C.HIGH_WATER]),
             "Ingress/backpressure_waits": float(ctl[C.BACKPRESSURE_WAITS]),
+            UNSTABLE_TAG: float(ctl[C.PHYSICS_UNSTABLE] - last[C.PHYSICS_UNSTABLE]),
         }
         names = self.metric_names
         for i, name in enumerate(names):

@@ -277,6 +277,10 @@ class MjwarpBackend:
                                  f"({', '.join(names)}): raise the per-world sizes (nconmax={self.nconmax}, "
                                  f"njmax={self.njmax})")
 
+    def take_unstable(self) -> int:
+        """MJWarp resets no world as unstable: a blown-up world's NaN reaches the run's finiteness check."""
+        return 0
+
     def diagnostics(self) -> dict:
         enabled = self._step_graph is not None
         return diagnostics.available(

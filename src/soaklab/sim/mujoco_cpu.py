@@ -18,6 +18,12 @@ import torch
 
 from soaklab.sim import diagnostics
 
+# The warnings MuJoCo raises when the state blows up ("Nan, Inf or huge value in QPOS/QVEL/QACC ...
+# The simulation is unstable."): it then resets that MjData to the model's default pose on its own,
+# and the episode carries on from there. Counted here so the run can say so (soaklab.rl.diverged).
+UNSTABLE = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL),
+            int(mujoco.mjtWarning.mjWARN_BADQACC)]
+
 
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -51,6 +57,7 @@ class MujocoBackend:
             [(self.buffer[i, self.slices[name]], getattr(d, name)) for name in widths if widths[name]]
             for i, d in enumerate(self.datas)
         ]
+        self.unstable = np.zeros(num_envs, dtype=np.int64)  # instability resets since the last take
         self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
         self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="mujoco")
 
@@ -76,7 +83,17 @@ class MujocoBackend:
             for _ in range(dec - 1):
                 mujoco.mj_step(m, d)
             mujoco.mj_step1(m, d)
+            warned = d.warning.number  # a view: zeroed once counted
+            if warned[UNSTABLE].any():
+                self.unstable[i] += int(warned[UNSTABLE].sum())
+                warned[UNSTABLE] = 0
             self._pack(i)
+
+    def take_unstable(self) -> int:
+        """How many times MuJoCo reset an env as unstable since the last call."""
+        count = int(self.unstable.sum())
+        self.unstable[:] = 0
+        return count
 
     def _physics_chunk(self, chunk: np.ndarray) -> None:
         m, datas, ctrl, dec = self.model, self.datas, self.ctrl, self.decimation

@@ -28,10 +28,11 @@ def interrupted_dir(log_dir: Path) -> Path:
 
 def keep_interrupted(log_dir: Path, soak: dict[str, Any]) -> Path | None:
     """After a failed soak: move a resumable run aside (with this segment's soak JSON); None if the
-    run has no checkpoint, completed, or diverged (a NaN comes back on resume: start afresh)."""
+    run has no checkpoint, completed, or diverged (a NaN or a blown-up physics comes back on resume:
+    start afresh)."""
     summary = soak.get("run_summary") or {}
     if (not checkpoint_iterations(log_dir) or summary.get("status") == "completed"
-            or soak.get("failure_classification") == "non_finite"):
+            or soak.get("failure_classification") in ("non_finite", "diverged")):
         return None
     segments = log_dir / SEGMENT_SOAKS
     segments.mkdir(exist_ok=True)

@@ -38,7 +38,7 @@ from soaklab.soak.sampler import FD_CLASSES, ProcessKey, remove_shm, session_mem
 
 SOAK_SCHEMA_VERSION = "0.3.0"
 TRAINER_CLASSIFICATIONS = ("normal_completion", "learner_failure", "collector_failure", "backend_worker_failure",
-                           "external_cancellation", "unknown_failure", "non_finite")
+                           "external_cancellation", "unknown_failure", "non_finite", "diverged")
 TERM_WAIT_S = 15.0  # the trainer's own shutdown (collector join, final checkpoint) gets this long
 PRINT_EVERY_S = 10.0
 

@@ -137,6 +137,9 @@ class CartpoleSwingupEnv:
     def diagnostics(self) -> dict:
         return self.backend.diagnostics()
 
+    def physics_unstable(self) -> int:
+        return self.backend.take_unstable()
+
     def close(self) -> None:
         self.backend.close()
 

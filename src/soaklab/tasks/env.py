@@ -48,4 +48,9 @@ class BatchedEnv(Protocol):
 
     def diagnostics(self) -> dict: ...
 
+    def physics_unstable(self) -> int:
+        """How many times the simulator reset an env as unstable since the last call (MuJoCo's
+        "The simulation is unstable" warnings; soaklab.rl.diverged)."""
+        ...
+
     def close(self) -> None: ...

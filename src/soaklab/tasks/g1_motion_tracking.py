@@ -479,6 +479,9 @@ class G1MotionTrackingEnv:
         self.last_action.copy_(state["last_action"])  # in place: the captured task step holds it
         self.backend.load_state_dict(state["backend"])
 
+    def physics_unstable(self) -> int:
+        return self.backend.take_unstable()
+
     def diagnostics(self) -> dict:
         record = self.backend.diagnostics()
         if self._device is not None and record.get("available"):

@@ -61,6 +61,9 @@ class MotionLibraryEnv:
         for env, block in zip(self.envs, state["blocks"], strict=True):
             env.load_state_dict(block)
 
+    def physics_unstable(self) -> int:
+        return sum(env.physics_unstable() for env in self.envs)
+
     def diagnostics(self) -> dict[str, Any]:
         """The first block's backend diagnostics (every block runs the same backend), and the library."""
         return {**self.envs[0].diagnostics(),
