@@ -68,6 +68,14 @@ def edit(path: Path, change) -> None:
     path.write_text(json.dumps(payload))
 
 
+def growing(samples: list[dict]) -> list[dict]:
+    """Samples after the soak's last one of the trainer whose memory grows by 100 MiB each: a leak,
+    left unrecorded."""
+    last = [s for s in samples if s["process_count"] > 0][-1]
+    return [{**last, "elapsed_s": last["elapsed_s"] + i, "rss_bytes": last["rss_bytes"] + i * (100 << 20),
+             "progress": {**last["progress"], "iteration": 10_000 + i}} for i in range(1, 31)]
+
+
 @pytest.mark.parametrize(("target", "change", "failed_check"), [
     ("run/run_summary.json", lambda s: s["runtime_manifest"]["replay_ingress"].update(occupancy=1),
      "final replay occupancy"),
@@ -82,6 +90,9 @@ def edit(path: Path, change) -> None:
         {"pid": 4242, "create_time": 1.0, "name": "x", "cmdline": [], "killed_by_monitor": True}),
      "post-shutdown residual processes"),
     ("metrics.json", lambda m: m.update(missing=["Loss/critic"]), "metrics: missing required tags"),
+    # the leak verdict is recomputed from the samples, not read: a recorded verdict they do not give fails
+    ("soak.json", lambda s: s["resource_summary"]["leak_verdict"].update(leak=True), "leak verdict"),
+    ("soak.json", lambda s: s.update(samples=s["samples"] + growing(s["samples"])), "leak verdict"),
 ])
 def test_each_failed_criterion_is_named_with_expected_and_actual(cli, copy, tmp_path, target, change, failed_check):
     edit(copy / target, change)
