@@ -8,7 +8,8 @@ from pathlib import Path
 
 from soaklab.outcomes.runs import run_lines, run_outcome
 
-CHECKS = [{"name": "monitor status", "passed": True}, {"name": "leak verdict", "passed": True}]
+CHECKS = [{"name": "monitor status", "expected": "passed", "actual": "passed", "passed": True},
+          {"name": "leak verdict", "expected": False, "actual": False, "passed": True}]
 
 
 def write(path: Path, value: dict, mtime: float) -> None:
@@ -33,8 +34,10 @@ def test_a_current_validation_passes_on_its_checks(tmp_path):
 
 
 def test_a_status_its_checks_contradict_is_failed(tmp_path):
+    """Each check is judged again from its expected and actual values: neither the file's status nor
+    a row's `passed` is read."""
     forged = {"status": "passed", "passed": 2, "failed": 0,
-              "checks": [CHECKS[0], {"name": "leak verdict", "passed": False}]}
+              "checks": [CHECKS[0], {"name": "leak verdict", "expected": False, "actual": True, "passed": True}]}
     results, logs = make_run(tmp_path, forged, 1001.0)
     outcome = run_outcome("cpu", results, logs)
     assert outcome.status == "failed" and outcome.reason == "failed checks: leak verdict"

@@ -119,9 +119,16 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
     store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
     found, _, reasons = level(repo, G1_CPU)
     assert found == "Benchmarked" and any("Recommended needs >= 1800 s" in r for r in reasons)
-    # The same evidence with a 30-minute clean soak of record: Recommended.
+    # A snapshot edited to a 30-minute clean soak that its soak summary does not show: no credit.
     snap["soak"] |= {"duration_s": 1800.0, "leak_status": "clean"}
     snapshot_path.write_text(json.dumps(snap))
+    found, _, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked" and any("is not its soak summary's" in r for r in reasons), reasons
+    # The same evidence with a 30-minute clean soak of record, snapshot and soak summary: Recommended.
+    summary_path = snapshot_path.with_name("soak_summary.json")
+    summary = json.loads(summary_path.read_text())
+    summary["duration_s"] = 1800.0
+    summary_path.write_text(json.dumps(summary))
     assert level(repo, G1_CPU)[0] == "Recommended"
     # A threshold the runs of record miss: Benchmarked again, naming the figure.
     spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1e9}]

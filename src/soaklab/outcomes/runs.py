@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from soaklab.soak.criteria import row_passed
+
 # The branch of one run, in DAG order: the log each rule writes, and the classification of a run that
 # stopped there without leaving its soak evidence (the soak's own classification wins where it exists).
 BRANCH = (
@@ -102,7 +104,7 @@ def run_outcome(run: str, results: Path, logs: Path) -> RunOutcome:
     if validation is not None:
         # recomputed from the checks, not read from the status field
         checks = [c for c in validation.get("checks") or [] if isinstance(c, dict)]
-        failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
+        failed = [str(c.get("name")) for c in checks if not row_passed(c)]
         checks_passed, checks_total = len(checks) - len(failed), len(checks)
         status = "passed" if checks and not failed else "failed"
         classification = "clean_exit" if status == "passed" else "validation_failed"

@@ -23,6 +23,7 @@ from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
 from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun, numerics
+from soaklab.soak.criteria import row_passed
 
 SNAPSHOT_VERSION = 1
 # The deterministic series: what the CPU reproducibility test compares bit for bit.
@@ -169,7 +170,8 @@ def take(record: Record, run: RecordRun, results: Path) -> dict[str, Any]:
         "dirty": context.get("soaklab_dirty"),
         "soak": {"status": soak.get("status"), "classification": soak.get("failure_classification"),
                  "duration_s": soak.get("duration_s"), "leak_status": verdict.get("status")},
-        "validation": [[c["name"], bool(c["passed"])] for c in validation.get("checks", [])],
+        # each check judged again from its expected and actual values, not its `passed` field
+        "validation": [[c["name"], row_passed(c)] for c in validation.get("checks", [])],
         "figures": figures,
         "weights_sha256": weights_digest(train / "checkpoints" / "model_final.pt") if record.exact else None,
         "series": exact_series(frame) if record.exact else None,

@@ -27,6 +27,13 @@ class Check:
         return {"name": self.name, "expected": self.expected, "actual": self.actual, "passed": self.passed}
 
 
+def row_passed(row: dict[str, Any]) -> bool:
+    """A check row of validation.json judged again from its own expected and actual values: its
+    `passed` field is not read (a file is anyone's to edit)."""
+    return isinstance(row, dict) and "expected" in row and "actual" in row and \
+        Check(str(row.get("name")), row["expected"], row["actual"]).passed
+
+
 def run_summary_checks(summary: dict[str, Any], num_envs: int) -> list[Check]:
     """What the trainer's own run_summary.json must show for a passing soak."""
     manifest = summary["runtime_manifest"]

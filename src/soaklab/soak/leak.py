@@ -99,3 +99,11 @@ def leak_verdict(samples: list[dict[str, Any]], after_iteration: int = 0) -> dic
     return {"status": "leak" if leaking else "clean", "leak": bool(leaking), "window_samples": len(window),
             "window_start_s": window[0]["elapsed_s"], "window_end_s": window[-1]["elapsed_s"],
             "min_samples": MIN_SAMPLES, "leaking": leaking, "trends": trends}
+
+
+def status_from_trends(trends: dict[str, dict[str, Any]]) -> str:
+    """A leak verdict's status drawn again from its trends (each growth against its bound), for a
+    soak whose samples were not kept (a record's soak summary)."""
+    if not trends:
+        return "insufficient_samples"
+    return "leak" if any(float(t["growth"]) > float(t["bound"]) for t in trends.values()) else "clean"

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.records.plan import PROVENANCE, Record
+from soaklab.records.plan import PROVENANCE, RUNS, Record
 from soaklab.records.recheck import checked_verdict
 from soaklab.records.store import REPRODUCED, spec_disagreement
+from soaklab.soak.leak import status_from_trends
 from soaklab.support.figures import README, readme_with_table
 from soaklab.support.inventory import Evidence, inventory, reproduction, snapshots
 
@@ -80,11 +81,25 @@ def thresholds_met(record: Record, artifacts: Path) -> tuple[bool, str]:
 
 
 def long_clean_soak(record: Record, artifacts: Path) -> tuple[bool, str]:
-    for snap in snapshots(record, artifacts):
+    """Every seed of record soaked long enough and clean. The duration and leak status are taken from
+    each run's soak summary of record, the leak status drawn again from its trends, and the snapshot
+    must say the same (a file is anyone's to edit)."""
+    for run, snap in zip(record.runs, snapshots(record, artifacts), strict=True):
+        path = artifacts / RUNS / run.label / "soak_summary.json"
+        try:
+            summary = json.loads(path.read_text())
+            duration = float(summary["duration_s"])
+            status = status_from_trends(summary["resource_summary"]["leak_verdict"]["trends"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return False, f"record {record.name} ({artifacts.name}): {path}: unreadable soak summary ({exc})"
         soak = snap["soak"]
-        if (soak.get("duration_s") or 0) < RECOMMENDED_SOAK_S or soak.get("leak_status") != "clean":
-            return False, (f"record {record.name} ({artifacts.name}): soaked {soak.get('duration_s') or 0:.0f} s "
-                           f"(leak {soak.get('leak_status')}); Recommended needs >= {RECOMMENDED_SOAK_S:.0f} s, clean")
+        if (soak.get("duration_s"), soak.get("leak_status")) != (duration, status):
+            return False, (f"record {record.name} ({artifacts.name}): its snapshot's soak "
+                           f"({soak.get('duration_s')} s, leak {soak.get('leak_status')}) is not its soak "
+                           f"summary's ({duration} s, {status}: {path})")
+        if duration < RECOMMENDED_SOAK_S or status != "clean":
+            return False, (f"record {record.name} ({artifacts.name}): soaked {duration:.0f} s (leak {status}); "
+                           f"Recommended needs >= {RECOMMENDED_SOAK_S:.0f} s, clean")
     return True, ""
 
 
