@@ -13,7 +13,9 @@ is SIGKILLed at each of those iterations (SOAKLAB_FAULT=kill_learner@N), and the
 soak` is run again after each kill, which resumes the run from its newest checkpoint. Then the same
 run config is trained once more unbroken (`soaklab train --run-config`, alone), and the summary says
 whether the two runs are the same bit for bit (soaklab.metrics.same_run). Evidence goes to
-benchmarks/cpu/soak-30min-resumed/.
+benchmarks/cpu/soak-30min-resumed/. `--unbroken DIR` takes an unbroken run trained beforehand (the
+same `soaklab train --run-config` with its own log dir, e.g. alongside the soak), and `--judge-only`
+runs nothing and judges the soak already run.
 """
 
 from __future__ import annotations
@@ -57,8 +59,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kill-at", type=kill_points, default=[],
                         help="SIGKILL the trainer at these iterations, resuming after each (e.g. 2600,5300)")
-    kills = parser.parse_args().kill_at
+    parser.add_argument("--judge-only", action="store_true",
+                        help="run nothing: judge the soak already run (with --kill-at, as it was killed)")
+    parser.add_argument("--unbroken", type=Path, default=None,
+                        help="an unbroken run already trained from the soak's run config (e.g. alongside it), "
+                             f"instead of training one into {UNBROKEN}")
+    args = parser.parse_args()
+    kills = args.kill_at
     out = OUT_RESUMED if kills else OUT
+    if args.unbroken is not None and not (args.unbroken / "run_summary.json").is_file():
+        print(f"cpu_soak: --unbroken {args.unbroken}: no run_summary.json; not a finished run", file=sys.stderr)
+        return 2
+    if args.judge_only:
+        return judge(kills, out, args.unbroken, returncode=0 if (RESULTS / "validation.json").is_file() else 1,
+                     wall_s=None)
     if kills and (RESULTS.exists() or UNBROKEN.exists()):
         print(f"cpu_soak: {RESULTS} or {UNBROKEN} exists; an interrupted soak starts from nothing "
               "(make clean-results)", file=sys.stderr)
@@ -74,9 +88,14 @@ def main() -> int:
             return 1
     print("$", " ".join(cmd[1:]), flush=True)
     done = subprocess.run(cmd)
-    wall_s = round(time.time() - started, 1)
+    return judge(kills, out, args.unbroken, done.returncode, round(time.time() - started, 1))
+
+
+def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, wall_s: float | None) -> int:
+    """Copy the soak's evidence to `out`, write summary.json, and (killed soaks) compare with the unbroken run."""
+    cmd = [sys.executable, "-m", "snakemake", "soak", "--cores", "1", "--configfile", CONFIG]
     out.mkdir(parents=True, exist_ok=True)
-    evidence = RESULTS if done.returncode == 0 else Path("logs") / RUN / "soak_evidence"
+    evidence = RESULTS if returncode == 0 else Path("logs") / RUN / "soak_evidence"
     for name in ("soak.json", "metrics.json", "metrics.png", "validation.json"):
         if (evidence / name).is_file():
             shutil.copy2(evidence / name, out / name)
@@ -87,7 +106,7 @@ def main() -> int:
     summary: dict = {
         "command": " ".join(["python -m snakemake", *cmd[3:]]),
         "machine": host_record(), "versions": versions(), "git": git_state(),
-        "dag_returncode": done.returncode, "wall_s": wall_s,
+        "dag_returncode": returncode, "wall_s": wall_s,
         "soak_status": soak["status"], "failure_classification": soak["failure_classification"],
         "soak_duration_s": soak["duration_s"],
         "leak_verdict": {k: soak["resource_summary"]["leak_verdict"][k] for k in ("status", "leak", "leaking")},
@@ -99,27 +118,31 @@ def main() -> int:
         fps = frame[frame["tag"] == "Perf/total_fps"]["value"]
         summary["median_env_steps_per_s"] = float(fps.median())
         summary["run"] = json.loads((out / "metrics.json").read_text())["run"]
-    if kills and done.returncode == 0:
-        summary["resume"] = resumed_against_unbroken(kills, soak)
+    if kills and returncode == 0:
+        summary["resume"] = resumed_against_unbroken(kills, soak, unbroken)
     write_json_atomic(out / "summary.json", summary)
     print(json.dumps({k: summary[k] for k in ("soak_status", "soak_duration_s", "leak_verdict")}, indent=1))
-    return done.returncode if "resume" not in summary or summary["resume"]["same_as_unbroken"] else 1
+    return returncode if "resume" not in summary or summary["resume"]["same_as_unbroken"] else 1
 
 
-def resumed_against_unbroken(kills: list[int], soak: dict) -> dict:
-    """Train the soak's run config again, unbroken and alone, and compare the two runs bit for bit."""
+def resumed_against_unbroken(kills: list[int], soak: dict, unbroken: Path | None) -> dict:
+    """Train the soak's run config again, unbroken (or take the one given), and compare the two runs
+    bit for bit."""
     cmd = [sys.executable, "-m", "soaklab", "train", "--run-config", str(RESULTS / "run_config.json"),
-           f"training.log_dir={UNBROKEN}", "--skip-post-training"]
-    print("$", " ".join(cmd[1:]), flush=True)
+           f"training.log_dir={unbroken or UNBROKEN}", "--skip-post-training"]
     started = time.time()
-    trained = subprocess.run(cmd)
-    difference = first_difference(RESULTS / "train", UNBROKEN) if trained.returncode == 0 else \
-        f"the unbroken run exited {trained.returncode}"
+    if unbroken is None:
+        print("$", " ".join(cmd[1:]), flush=True)
+        code = subprocess.run(cmd).returncode
+    else:  # trained before, by this same command with its log dir
+        code = 0 if json.loads((unbroken / "run_summary.json").read_text()).get("status") == "completed" else 1
+    difference = first_difference(RESULTS / "train", unbroken or UNBROKEN) if code == 0 else \
+        f"the unbroken run exited {code}"
     print(f"cpu_soak: the resumed run is {'the same as' if difference is None else 'not'} the unbroken one, "
           f"bit for bit{'' if difference is None else ': ' + difference}", flush=True)
     return {"kills_at": kills, "segments": soak.get("segments"),
             "unbroken_command": " ".join(["python -m soaklab", *cmd[3:]]),
-            "unbroken_wall_s": round(time.time() - started, 1),
+            "unbroken_wall_s": round(time.time() - started, 1) if unbroken is None else None,
             "same_as_unbroken": difference is None, "difference": difference}
 
 
