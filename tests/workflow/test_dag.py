@@ -125,14 +125,6 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     for shown in ("metrics.png", "metrics.html", "validation.html"):
         assert shown in text, f"the report lacks {shown}"
 
-    # No stale pass: the passing soak run again and failing takes its pass with it. The derived
-    # results go before the soak starts; the summary Snakemake prints on error says FAILED.
-    proc = snakemake(project, "soak", "-R", "train_soak", fault="raise_learner@3")
-    assert proc.returncode != 0
-    for name in ("metrics.json", "metrics.csv", "metrics.png", "metrics.html", "validation.json", "validation.html"):
-        assert not (work / "results/cpu" / name).exists(), name
-    assert "run cpu: FAILED (learner_failure)" in proc.stdout + proc.stderr
-
 
 def touch_module(root: Path, module: str) -> None:
     with open(root / "src/soaklab" / module, "a") as fh:
@@ -155,6 +147,13 @@ def test_failed_soak_fails_the_dag_keeps_evidence_and_a_rerun_retries(project):
     assert proc.returncode == 0, proc.stderr
     assert json.loads((work / "results/cpu/validation.json").read_text())["status"] == "passed"
 
+    # No stale pass: the passing soak run again and failing takes its pass with it. The derived
+    # results go before the soak starts; the summary Snakemake prints on error says FAILED.
+    proc = snakemake(project, "soak", "-R", "train_soak", fault="raise_learner@3")
+    assert proc.returncode != 0
+    for name in ("metrics.json", "metrics.csv", "metrics.png", "metrics.html", "validation.json", "validation.html"):
+        assert not (work / "results/cpu" / name).exists(), name
+    assert "run cpu: FAILED (learner_failure)" in proc.stdout + proc.stderr
 
 
 def test_invalid_override_fails_the_dag_with_a_clear_log(project, tmp_path):
