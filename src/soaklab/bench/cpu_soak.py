@@ -72,7 +72,7 @@ def main() -> int:
         return 2
     if args.judge_only:
         return judge(kills, out, args.unbroken, returncode=0 if (RESULTS / "validation.json").is_file() else 1,
-                     wall_s=None)
+                     wall_s=None, train_unbroken=False)
     if kills and (RESULTS.exists() or UNBROKEN.exists()):
         print(f"cpu_soak: {RESULTS} or {UNBROKEN} exists; an interrupted soak starts from nothing "
               "(make clean-results)", file=sys.stderr)
@@ -88,11 +88,14 @@ def main() -> int:
             return 1
     print("$", " ".join(cmd[1:]), flush=True)
     done = subprocess.run(cmd)
-    return judge(kills, out, args.unbroken, done.returncode, round(time.time() - started, 1))
+    return judge(kills, out, args.unbroken, done.returncode, round(time.time() - started, 1), train_unbroken=True)
 
 
-def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, wall_s: float | None) -> int:
-    """Copy the soak's evidence to `out`, write summary.json, and (killed soaks) compare with the unbroken run."""
+def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, wall_s: float | None,
+          train_unbroken: bool) -> int:
+    """Copy the soak's evidence to `out`, write summary.json, and (killed soaks) compare with the
+    unbroken run: the one given, else one trained here (unless `train_unbroken` is off: --judge-only
+    runs nothing, and the summary then says the comparison is still to be made)."""
     cmd = [sys.executable, "-m", "snakemake", "soak", "--cores", "1", "--configfile", CONFIG]
     out.mkdir(parents=True, exist_ok=True)
     evidence = RESULTS if returncode == 0 else Path("logs") / RUN / "soak_evidence"
@@ -118,11 +121,14 @@ def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, w
         fps = frame[frame["tag"] == "Perf/total_fps"]["value"]
         summary["median_env_steps_per_s"] = float(fps.median())
         summary["run"] = json.loads((out / "metrics.json").read_text())["run"]
-    if kills and returncode == 0:
+    if kills and returncode == 0 and (unbroken is not None or train_unbroken):
         summary["resume"] = resumed_against_unbroken(kills, soak, unbroken)
+    elif kills and returncode == 0:
+        summary["resume"] = {"kills_at": kills, "segments": soak.get("segments"), "same_as_unbroken": None,
+                             "difference": "not compared yet: give --unbroken RUN_DIR"}
     write_json_atomic(out / "summary.json", summary)
     print(json.dumps({k: summary[k] for k in ("soak_status", "soak_duration_s", "leak_verdict")}, indent=1))
-    return returncode if "resume" not in summary or summary["resume"]["same_as_unbroken"] else 1
+    return returncode if "resume" not in summary or summary["resume"]["same_as_unbroken"] is not False else 1
 
 
 def resumed_against_unbroken(kills: list[int], soak: dict, unbroken: Path | None) -> dict:
