@@ -69,3 +69,21 @@ def start_soak(tmp_path):
     pids = {p["pid"] for run in runs if run.output.is_file()
             for sample in json.loads(run.output.read_text()).get("samples", []) for p in sample["processes"]}
     assert own_segments(pids) == [], "a soak left /dev/shm segments behind"
+
+
+def assert_nothing_downstream_passes(run: SoakRun, classification: str) -> None:
+    """A run that ended `classification` (non_finite, diverged): `soaklab metrics` refuses it in one
+    line and writes nothing, and `soaklab validate` fails it."""
+    from tests.conftest import one_line
+
+    def soaklab(*args: object) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "soaklab", *map(str, args)], capture_output=True, text=True,
+                              timeout=300)
+
+    metrics = soaklab("metrics", run.log_dir, "--out", run.log_dir.parent / "metrics.json")
+    assert metrics.returncode == 2 and f"ended {classification}" in one_line(metrics.stderr)
+    assert not (run.log_dir.parent / "metrics.json").exists()
+    validation = soaklab("validate", "--soak", run.output, "--run-dir", run.log_dir,
+                         "--out", run.log_dir.parent / "validation.json")
+    assert validation.returncode != 0
+    assert json.loads((run.log_dir.parent / "validation.json").read_text())["status"] == "failed"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from soaklab.soak.interrupted import interrupted_dir
-from tests.conftest import one_line
+from tests.soak.conftest import assert_nothing_downstream_passes
 
 
 def soaklab(*args: object) -> subprocess.CompletedProcess:
@@ -28,13 +28,7 @@ def test_instability_on_every_reset_ends_the_soak_diverged_and_nothing_passes(st
     summary = json.loads((run.log_dir / "run_summary.json").read_text())
     assert summary["status"] == "failed" and summary["runtime_manifest"]["shutdown"]["classification"] == "diverged"
     assert not interrupted_dir(run.log_dir).exists(), "a diverged run is not kept to resume"
-    metrics = soaklab("metrics", run.log_dir, "--out", run.log_dir.parent / "metrics.json")
-    assert metrics.returncode == 2 and "ended diverged" in one_line(metrics.stderr)
-    assert not (run.log_dir.parent / "metrics.json").exists()
-    validation = soaklab("validate", "--soak", run.output, "--run-dir", run.log_dir,
-                         "--out", run.log_dir.parent / "validation.json")
-    assert validation.returncode != 0
-    assert json.loads((run.log_dir.parent / "validation.json").read_text())["status"] == "failed"
+    assert_nothing_downstream_passes(run, "diverged")
 
 
 def test_episodes_that_collapse_after_every_reset_end_the_run_diverged(tmp_path, g1_assets):

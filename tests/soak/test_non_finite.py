@@ -4,10 +4,8 @@ ends non_finite naming the term and the iteration, and every command that reads 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.conftest import one_line
+from tests.soak.conftest import assert_nothing_downstream_passes
 
 
 def test_a_nan_reward_ends_the_run_non_finite_and_nothing_passes(start_soak):
@@ -23,14 +21,4 @@ def test_a_nan_reward_ends_the_run_non_finite_and_nothing_passes(start_soak):
     report = json.loads((run.log_dir / "non_finite.json").read_text())
     assert report["iteration"] == 5 and report["tensor"] == "reward" and report["term"]
 
-    def soaklab(*args: object) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "soaklab", *map(str, args)], capture_output=True, text=True,
-                              timeout=120)
-
-    metrics = soaklab("metrics", run.log_dir, "--out", run.log_dir.parent / "metrics.json")
-    assert metrics.returncode == 2 and "ended non_finite" in one_line(metrics.stderr)
-    assert not (run.log_dir.parent / "metrics.json").exists()
-    validation = soaklab("validate", "--soak", run.output, "--run-dir", run.log_dir,
-                         "--out", run.log_dir.parent / "validation.json")
-    assert validation.returncode != 0
-    assert json.loads((run.log_dir.parent / "validation.json").read_text())["status"] == "failed"
+    assert_nothing_downstream_passes(run, "non_finite")

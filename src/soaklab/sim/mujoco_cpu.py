@@ -21,8 +21,9 @@ from soaklab.sim import diagnostics
 # The warnings MuJoCo raises when the state blows up ("Nan, Inf or huge value in QPOS/QVEL/QACC ...
 # The simulation is unstable."): it then resets that MjData to the model's default pose on its own,
 # and the episode carries on from there. Counted here so the run can say so (soaklab.rl.diverged).
-UNSTABLE = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL),
-            int(mujoco.mjtWarning.mjWARN_BADQACC)]
+# The three are adjacent in mjtWarning: one slice, no fancy indexing (a copy) per env and step.
+UNSTABLE = slice(int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1)
+assert UNSTABLE.stop - UNSTABLE.start == 3 and int(mujoco.mjtWarning.mjWARN_BADQVEL) == UNSTABLE.start + 1
 
 
 def default_threads() -> int:
