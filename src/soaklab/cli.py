@@ -422,14 +422,15 @@ def _solver_caps(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench_backend(args: argparse.Namespace) -> int:
-    from soaklab.bench.backend import ProbeSettings, run_probe
+    from soaklab.bench.backend import ProbeSettings, parse_physics_variants, run_probe
     from soaklab.config.run_config import assets_record
 
     assets = assets_record(args.assets_manifest)
     assert assets is not None
     settings = ProbeSettings(num_envs=args.num_envs, warmup=args.warmup, iters=args.iters, threads=args.threads,
                              seed=args.seed, torch_threads=args.torch_threads, scene=Path(assets["scene"]),
-                             motion=Path(assets["motion"]), solver_caps=_solver_caps(args.solver_caps))
+                             motion=Path(assets["motion"]), solver_caps=_solver_caps(args.solver_caps),
+                             physics_variants=parse_physics_variants(args.physics_variants))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     run_probe(backends, settings, args.output, args.argv)
     print(f"bench: wrote {args.output}")
@@ -735,6 +736,9 @@ def add_bench_commands(sub: Any) -> None:
                        help="torch intra-op threads (1: the physics threads own the cores)")
     probe.add_argument("--solver-caps", default="",
                        help="comma list: MJWarp's raw ceiling again with the solver's iteration limit lowered to each")
+    probe.add_argument("--physics-variants", default="",
+                       help="MJWarp's raw ceiling again under each ;-separated group of mujoco_warp Option "
+                            "overrides, e.g. 'opt.solver=CG;opt.broadphase=SAP_TILE,opt.ls_iterations=10'")
     probe.add_argument("--assets-manifest", type=Path, default=Path("results/assets/manifest.json"),
                        help="where the scene and clip are")
     probe.add_argument("--output", type=Path, required=True, help="the benchmark JSON")

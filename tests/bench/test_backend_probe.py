@@ -40,6 +40,10 @@ def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
     (("--solver-caps", "10,x"), "--solver-caps 10,x"),
     (("--solver-caps", "0"), "--solver-caps 0"),
     (("--solver-caps", "10"), "--solver-caps: measured on the MJWarp ceiling only"),
+    (("--physics-variants", "opt.solver=CG"), "--physics-variants: measured on the MJWarp ceiling only"),
+    (("--physics-variants", "opt.solver=CG;opt.no_such_field=1"), "--physics-variants 'opt.no_such_field=1'"),
+    (("--physics-variants", "solver=CG"), "--physics-variants 'solver=CG': expected opt.<field>=<value>"),
+    (("--physics-variants", "opt.solver="), "--physics-variants 'opt.solver='"),
 ])
 def test_bad_flags_fail_closed(cli, g1_assets, tmp_path, flags, words):
     out = tmp_path / "probe.json"

@@ -56,6 +56,7 @@ class ProbeSettings:
     scene: Path
     motion: Path
     solver_caps: tuple[int, ...] = ()
+    physics_variants: tuple[tuple[str, ...], ...] = ()
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -242,6 +243,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
                        "env_steps_per_s": s.num_envs / (cap_ms / 1e3),
                        "solver": solver_counts(cap_counts, cap)})
     backend.m.opt.iterations = limit
+    variants = [physics_variant(backend, changes, replayed) for changes in s.physics_variants]
     finite = finite_check_cost(env, actions, s.iters)
     env.close()
     env_rate = s.num_envs / (iteration_ms / 1e3)
@@ -265,10 +267,63 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         "solver": {**solver_counts(seen, limit), "ls_limit": int(backend.m.opt.ls_iterations),
                    "tolerance": float(backend.model.opt.tolerance)},
         "raw_capped": capped,
+        "raw_variants": variants,
         "overflow_worlds": overflow,
         "backend_diagnostics": diagnostics,
         "finite_check": finite,
     }
+
+
+def parse_physics_variants(text: str) -> tuple[tuple[str, ...], ...]:
+    """`opt.a=x,opt.b=y;opt.c=z`: each `;`-separated group is one variant, its `,`-separated
+    changes are mujoco_warp Option overrides (mujoco_warp's own override syntax). Checked against
+    the Option fields before anything runs."""
+    import dataclasses
+
+    try:
+        import mujoco_warp as mjw
+    except ImportError:
+        raise InvalidInput("--physics-variants: needs mujoco_warp (the warp extra)") from None
+    fields = {f.name for f in dataclasses.fields(mjw.Option)}
+    variants = []
+    for group in (g.strip() for g in text.split(";")):
+        if not group:
+            continue
+        changes = tuple(c.strip() for c in group.split(",") if c.strip())
+        for change in changes:
+            key, sep, value = change.partition("=")
+            if not sep or not value.strip() or not key.strip().startswith("opt.") \
+                    or key.strip().removeprefix("opt.") not in fields:
+                raise InvalidInput(f"--physics-variants {change!r}: expected opt.<field>=<value>, a mujoco_warp "
+                                   f"Option field (e.g. opt.solver=CG, opt.broadphase=SAP_TILE)")
+        variants.append(changes)
+    return tuple(variants)
+
+
+def physics_variant(backend: Any, changes: tuple[str, ...],
+                    replayed: Any) -> dict[str, Any]:
+    """The raw ceiling replayed from the env's states with `changes` applied to the physics options
+    (mujoco_warp's override_model), then the options put back. A change of kernels (a solver, a
+    broadphase) loads them eagerly first: a module is never compiled inside a capture."""
+    import warp as wp
+
+    opt = backend.m.opt
+    keys = [c.partition("=")[0].strip().removeprefix("opt.") for c in changes]
+    saved = {key: getattr(opt, key) for key in keys}
+    try:
+        backend._mjw.override_model(backend.m, list(changes))
+        with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
+            backend._physics_ops()
+            with wp.ScopedCapture() as capture:
+                backend._physics_ops()
+        ms, counts = replayed(capture.graph)
+        return {"changes": list(changes), "iteration_ms": ms, "env_steps_per_s": backend.num_envs / (ms / 1e3),
+                "solver": solver_counts(counts, int(opt.iterations))}
+    except Exception as exc:  # one variant that mujoco_warp refuses leaves the others measured
+        return {"changes": list(changes), "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        for name, value in saved.items():
+            setattr(opt, name, value)
 
 
 PROBES = {"mujoco": probe_mujoco, "mjwarp": probe_mjwarp}
@@ -291,6 +346,8 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
         raise InvalidInput(f"--solver-caps {bad_caps[0]}: each cap must be >= 1 solver iteration")
     if settings.solver_caps and "mjwarp" not in backends:
         raise InvalidInput("--solver-caps: measured on the MJWarp ceiling only; add --backends mjwarp")
+    if settings.physics_variants and "mjwarp" not in backends:
+        raise InvalidInput("--physics-variants: measured on the MJWarp ceiling only; add --backends mjwarp")
     if settings.threads is not None and settings.threads < 1:
         raise InvalidInput(f"--threads {settings.threads}: must be >= 1")
     if "mjwarp" in backends and not torch.cuda.is_available():
@@ -314,7 +371,8 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
         "torch_threads": torch.get_num_threads(),
         "settings": {"num_envs": settings.num_envs, "warmup": settings.warmup, "iters": settings.iters,
                      "threads": settings.threads, "seed": settings.seed,
-                     "solver_caps": list(settings.solver_caps)},
+                     "solver_caps": list(settings.solver_caps),
+                     "physics_variants": [list(v) for v in settings.physics_variants]},
         "results": results,
     }
     write_json_atomic(output, record)
