@@ -70,3 +70,28 @@ def test_solver_counts_say_how_far_the_slowest_world_sits_from_the_rest():
     assert counts["world_median"] == 3 and counts["slowest_world_max"] == 10
     assert counts["slowest_world_median"] == 4  # torch's median of (10, 4) is the lower one
     assert counts["at_limit_share"] == pytest.approx(1 / 8)
+
+
+def test_physics_options_apply_to_the_real_step_and_are_put_back(g1_assets):
+    """On warp's CPU device: the G1 worlds step under CG with 10 line-search iterations, then the
+    options read as before; a value mujoco_warp refuses changes nothing."""
+    mjw = pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the warp extra)")
+    from soaklab.bench.backend import physics_options
+    from soaklab.config.compose import compose
+    from soaklab.sim.mjwarp import MjwarpBackend
+    from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model
+
+    cfg = TrackingConfig.from_config(compose("flashsac", "g1_motion_tracking", "mujoco", []).config["task"])
+    model, _, _ = build_tracking_model(str(g1_assets.scene), cfg)
+    backend = MjwarpBackend(model, num_envs=2, decimation=cfg.decimation, device="cpu")
+    opt = backend.m.opt
+    before = (opt.solver, opt.ls_iterations, opt.broadphase)
+    with physics_options(backend.m, ("opt.solver=CG", "opt.ls_iterations=10")):
+        assert (opt.solver, opt.ls_iterations) == (int(mjw.SolverType.CG), 10)
+        backend.step_physics_only()
+    assert (opt.solver, opt.ls_iterations, opt.broadphase) == before
+    assert torch.isfinite(backend.view("qpos")).all()
+    with pytest.raises(ValueError, match="SAP_NOPE"), physics_options(backend.m, ("opt.broadphase=SAP_NOPE",)):
+        pass
+    assert (opt.solver, opt.ls_iterations, opt.broadphase) == before
+    backend.close()

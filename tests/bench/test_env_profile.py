@@ -28,7 +28,8 @@ def test_each_activity_counts_in_the_window_it_starts_in_and_strays_apart():
     assert physics["window_ms_per_step"] == 0.1 and physics["busy_share_of_window"] == 0.4
     assert physics["top"] == [{"group": "warp:a", "launches_per_step": 1.0, "busy_ms_per_step": 0.04}]
     assert task["by_origin"] == {"torch": {"kernels_per_step": 1.0, "busy_ms_per_step": 0.007}}
-    assert out["kernels_outside_windows"] == 1
+    assert out["outside_windows"]["kernels_per_step"] == 0.5
+    assert out["outside_windows"]["top"][0]["group"] == "torch:stray"
 
 
 def test_a_real_profile_attributes_the_ops_each_phase_ran():

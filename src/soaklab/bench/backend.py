@@ -22,9 +22,11 @@ the physics, measured, before anyone weighs what it costs the physics' fidelity.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,30 +302,42 @@ def parse_physics_variants(text: str) -> tuple[tuple[str, ...], ...]:
     return tuple(variants)
 
 
-def physics_variant(backend: Any, changes: tuple[str, ...],
-                    replayed: Any) -> dict[str, Any]:
-    """The raw ceiling replayed from the env's states with `changes` applied to the physics options
-    (mujoco_warp's override_model), then the options put back. A change of kernels (a solver, a
-    broadphase) loads them eagerly first: a module is never compiled inside a capture."""
-    import warp as wp
+@contextlib.contextmanager
+def physics_options(model: Any, changes: tuple[str, ...]) -> Iterator[None]:
+    """`changes` applied to a mujoco_warp Model's options (mujoco_warp's own override parser: its
+    enum names, booleans and per-world arrays), the previous values put back on the way out."""
+    # override_model is mujoco_warp's parser of `opt.<field>=<value>` (its test and benchmark
+    # tools use it); 4.0.0 does not re-export it at the top level.
+    from mujoco_warp._src.io import override_model
 
-    opt = backend.m.opt
-    keys = [c.partition("=")[0].strip().removeprefix("opt.") for c in changes]
-    saved = {key: getattr(opt, key) for key in keys}
+    opt = model.opt
+    saved = {key: getattr(opt, key) for key in (c.partition("=")[0].strip().removeprefix("opt.") for c in changes)}
     try:
-        backend._mjw.override_model(backend.m, list(changes))
-        with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
-            backend._physics_ops()
-            with wp.ScopedCapture() as capture:
-                backend._physics_ops()
-        ms, counts = replayed(capture.graph)
-        return {"changes": list(changes), "iteration_ms": ms, "env_steps_per_s": backend.num_envs / (ms / 1e3),
-                "solver": solver_counts(counts, int(opt.iterations))}
-    except Exception as exc:  # one variant that mujoco_warp refuses leaves the others measured
-        return {"changes": list(changes), "error": f"{type(exc).__name__}: {exc}"}
+        override_model(model, list(changes))
+        yield
     finally:
         for name, value in saved.items():
             setattr(opt, name, value)
+
+
+def physics_variant(backend: Any, changes: tuple[str, ...], replayed: Any) -> dict[str, Any]:
+    """The raw ceiling replayed from the env's states under `changes` to the physics options. A
+    change of kernels (a solver, a broadphase) loads them eagerly first: a module is never compiled
+    inside a capture."""
+    import warp as wp
+
+    try:
+        with physics_options(backend.m, changes):
+            with wp.ScopedDevice(backend.wp_device), wp.ScopedStream(backend.stream):
+                backend._physics_ops()
+                with wp.ScopedCapture() as capture:
+                    backend._physics_ops()
+            ms, counts = replayed(capture.graph)
+            limit = int(backend.m.opt.iterations)
+        return {"changes": list(changes), "iteration_ms": ms, "env_steps_per_s": backend.num_envs / (ms / 1e3),
+                "solver": solver_counts(counts, limit)}
+    except Exception as exc:  # one variant that mujoco_warp refuses leaves the others measured
+        return {"changes": list(changes), "error": f"{type(exc).__name__}: {exc}"}
 
 
 PROBES = {"mujoco": probe_mujoco, "mjwarp": probe_mjwarp}

@@ -35,6 +35,7 @@ from soaklab.host.info import git_state, host_record, versions
 
 PHASE_PREFIX = "phase:"
 TOP_KERNELS = 25
+OUTSIDE = "(outside every window)"
 _WARP_KERNEL = re.compile(r"^(?P<fn>.+?)_[0-9a-f]{6,}_cuda_kernel_(forward|backward)$")
 
 
@@ -68,20 +69,18 @@ def kernel_group(name: str) -> tuple[str, str]:
 def census(windows: list[Span], kernels: Iterable[Span], steps: int) -> dict[str, Any]:
     """Assign each kernel to the phase window it starts in; per phase and per step: the window, the
     kernels and their busy time, and the groups that take the time. Kernels outside every window
-    (the profiler's own, the warm-up's tail) are counted apart."""
+    (the profiler's own, the warm-up's tail, or activities the profiler stamps off the host's
+    clock) are grouped apart, under `outside_windows`, so nothing goes uncounted."""
     ordered = sorted(windows, key=lambda w: w.start_us)
     starts = [w.start_us for w in ordered]
     by_phase: dict[str, dict[str, Any]] = defaultdict(lambda: {"window_us": 0.0, "kernels": 0, "busy_us": 0.0,
                                                                 "groups": defaultdict(lambda: [0, 0.0])})
     for w in ordered:
         by_phase[w.name]["window_us"] += w.us
-    outside = 0
     for k in kernels:
         i = bisect.bisect_right(starts, k.start_us) - 1
-        if i < 0 or k.start_us > ordered[i].end_us:
-            outside += 1
-            continue
-        phase = by_phase[ordered[i].name]
+        inside = i >= 0 and k.start_us <= ordered[i].end_us
+        phase = by_phase[ordered[i].name if inside else OUTSIDE]
         phase["kernels"] += 1
         phase["busy_us"] += k.us
         origin, group = kernel_group(k.name)
@@ -105,7 +104,8 @@ def census(windows: list[Span], kernels: Iterable[Span], steps: int) -> dict[str
             "top": [{"group": key, "launches_per_step": round(c / steps, 2),
                      "busy_ms_per_step": round(us / steps / 1e3, 4)} for key, (c, us) in top],
         }
-    return {"phases": out, "kernels_outside_windows": outside}
+    strays = out.pop(OUTSIDE, None)
+    return {"phases": out, "outside_windows": strays}
 
 
 def profiled_spans(prof: Any, device: str) -> tuple[list[Span], list[Span]]:
@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, p in result["phases"].items():
         print(f"env_profile: {name}: {p['window_ms_per_step']} ms window, {p['kernels_per_step']} kernels, "
               f"{p['busy_ms_per_step']} ms busy per step")
+    if result["outside_windows"]:
+        print(f"env_profile: outside every window: {result['outside_windows']['kernels_per_step']} kernels per step")
     return 0
 
 
