@@ -46,6 +46,7 @@ rule soak:
     default_target: True
     input:
         expand("results/{run}/validation.json", run=config["soak_runs"]),
+        expand("results/{run}/wandb.json", run=WANDB_SOAK_RUNS),
 
 
 # Optional: every soaked run's policy as ONNX (with its parity check) and its rendered playback.
@@ -54,6 +55,7 @@ rule play:
         expand("results/{run}/policy.onnx", run=config["soak_runs"]),
         expand("results/{run}/play.mp4", run=config["soak_runs"]),
         expand("results/{run}/evaluation-{sim}.json", run=TRACKING_SOAK_RUNS, sim=("mujoco", "mjwarp")),
+        expand("results/{run}/wandb-play.json", run=WANDB_SOAK_RUNS),
 
 
 # Every run of every sweep under `sweeps:`, soaked and validated, then one table per sweep
@@ -110,3 +112,4 @@ include: "workflow/rules/metrics.smk"
 include: "workflow/rules/play.smk"
 include: "workflow/rules/sweeps.smk"
 include: "workflow/rules/records.smk"
+include: "workflow/rules/wandb.smk"

@@ -19,7 +19,7 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "setup: NVIDIA GPU found; torch and the rest from the package index (unlocked)"
-    "${pip[@]}" install -e ".[test,warp]"
+    "${pip[@]}" install -e ".[test,warp,wandb]"
 else
     index=()
     if [ -n "${SOAKLAB_TORCH_INDEX:-}" ]; then

@@ -276,6 +276,18 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wandb_summary(args: argparse.Namespace) -> int:
+    from soaklab.outcomes.wandb_summary import write_summary
+
+    run = args.run or args.run_dir.name
+    record = write_summary(args.run_dir, run, args.results, args.logs, args.evaluation, args.artifact, args.out,
+                           args.html)
+    state = "written" if record["state"] == "ok" else f"not written: {record['reason']}"
+    print(f"wandb: {run}: summary ({len(record['summary'])} values) and {len(record['artifacts'])} files {state}; "
+          f"upload with `{record['sync']}`; {args.out}")
+    return 0
+
+
 def cmd_sweep_summary(args: argparse.Namespace) -> int:
     from soaklab.outcomes.sweep_summary import parse_plan, write_sweep_summary
 
@@ -657,6 +669,22 @@ def add_outcome_commands(sub: Any) -> None:
     summary.add_argument("--target", default="soak", choices=("soak", "sweep", "reproduce"),
                          help="the target the report line names")
     summary.set_defaults(func=cmd_summary)
+
+    wandb = sub.add_parser("wandb", help="a run's W&B run (training.loggers with wandb)").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    wandb_summary = wandb.add_parser("summary", help="add the DAG's verdict, evaluation and files to the run's W&B run")
+    wandb_summary.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the training run dir")
+    wandb_summary.add_argument("--run", help="the workflow run's name (default: the run dir's)")
+    wandb_summary.add_argument("--results", type=Path,
+                               help="the DAG's results/{run}: its soak verdict, metrics and validation")
+    wandb_summary.add_argument("--logs", type=Path, help="the DAG's logs/{run} (with --results)")
+    wandb_summary.add_argument("--evaluation", type=Path, action="append", default=[],
+                               help="an evaluation JSON (soaklab evaluate); repeatable")
+    wandb_summary.add_argument("--artifact", type=Path, action="append", default=[],
+                               help="a file to log as a W&B artifact (the ONNX policy, the play video); repeatable")
+    wandb_summary.add_argument("--out", type=Path, required=True, help="the record: folders, sync command, state")
+    wandb_summary.add_argument("--html", type=Path, help="the same as a page (for the Snakemake report)")
+    wandb_summary.set_defaults(func=cmd_wandb_summary)
 
     sweep = sub.add_parser("sweep-summary", help="every run of a sweep in one table: CSV, HTML and a throughput plot")
     sweep.add_argument("--plan", required=True,

@@ -70,6 +70,28 @@ for _record in RECORDS.values():
         config["runs"][_run.name] = {**_run.run, "overrides": {**_run.run["overrides"], **RECORD_OVERRIDES}}
 
 
+# W&B (training.loggers with wandb; docs/loggers.md): the trainer reads its run's name, group and tags
+# from W&B's own variables, set on the soak: the workflow run's name, its sweep, its record.
+SWEEP_OF = {_run.name: _sweep.name for _sweep in SWEEPS.values() for _run in _sweep.runs}
+RECORD_OF = {_run.name: _record.name for _record in RECORDS.values() for _run in _record.runs}
+
+
+def uses_wandb(name):
+    return "wandb" in ((config["runs"][name].get("overrides") or {}).get("training.loggers") or [])
+
+
+def wandb_env_of(wildcards):
+    """`VAR=value ...` for the soak's command line: empty for a run without W&B."""
+    if not uses_wandb(wildcards.run):
+        return ""
+    env = {"WANDB_NAME": wildcards.run}
+    if wildcards.run in SWEEP_OF:
+        env["WANDB_RUN_GROUP"] = SWEEP_OF[wildcards.run]
+    if wildcards.run in RECORD_OF:
+        env["WANDB_TAGS"] = RECORD_OF[wildcards.run]
+    return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items()) + " "
+
+
 def _check_runs():
     runs = config["runs"]
     for name in sweeps.RESERVED_RUN_NAMES:
@@ -86,8 +108,21 @@ def _check_runs():
 
 _check_runs()
 
+# The soak runs whose W&B run gets the DAG's verdict (soak target) and the policy's files (play target).
+WANDB_SOAK_RUNS = [name for name in config["soak_runs"] if uses_wandb(name)]
+
 # The soak runs the play target also evaluates from the clip's first frame (tracking tasks only).
 TRACKING_SOAK_RUNS = [name for name in config["soak_runs"] if config["runs"][name]["task"] == "g1_motion_tracking"]
+
+
+def wandb_played(wildcards):
+    """The play target's files of the run: its policy, its video and, a tracking run, its evaluations."""
+    files = {"onnx": f"results/{wildcards.run}/policy.onnx", "video": f"results/{wildcards.run}/play.mp4"}
+    if wildcards.run in TRACKING_SOAK_RUNS:
+        files.update(
+            {f"evaluation_{sim}": f"results/{wildcards.run}/evaluation-{sim}.json" for sim in ("mujoco", "mjwarp")}
+        )
+    return files
 
 
 # Each rule's code inputs: the import closure of the CLI command it runs, read from the source when

@@ -33,11 +33,12 @@ rule train_soak:
         flags=_soak_flags,
         evidence="logs/{run}/soak_evidence",
         derived=derived_of,
+        wandb_env=wandb_env_of,
     # trap '' TERM: a scheduler ending the job (Slurm's requeue, preemption, scancel) sends SIGTERM to
     # every process in it. The soak's own handler replaces the ignore; this shell and tee keep it, so
     # the job lasts until the soak has kept its checkpointed run and exited 75, and tee still logs the
     # soak's last lines (docs/sweeps.md, "Preemption and requeue").
     shell:
         "trap '' TERM; rm -rf {params.evidence} {params.derived} && "
-        "{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
+        "{params.wandb_env}{params.soaklab} soak --run-config {input.run_config} {params.flags} --log-dir {output.train}"
         " --output {output.soak} --evidence-dir {params.evidence} 2>&1 | tee {log}"

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from soaklab.config.loggers import check_loggers
 from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
 from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
 from soaklab.config.ranges import check_ranges
@@ -124,6 +125,7 @@ def compose(algo: str, task: str, sim: str, overrides: list[str] | tuple[str, ..
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     check_ranges(container)  # owner files and overrides alike
+    check_loggers(container["training"])
     return ComposedConfig(
         algo=algo,
         task=task,

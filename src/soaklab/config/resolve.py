@@ -20,6 +20,7 @@ from typing import Any
 from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.keys import MPS_THREAD_KEYS
+from soaklab.config.loggers import require_logger_packages
 from soaklab.config.overrides import Override, merge_overrides
 from soaklab.config.run_config import (
     ResolvedRun,
@@ -114,6 +115,7 @@ def obtain(source: RunSource, host: HostCapabilities) -> ResolvedRun:
 def _loaded(source: RunSource, host: HostCapabilities) -> ResolvedRun:
     assert source.run_config is not None
     resolved = load(source.run_config, host)
+    require_logger_packages(resolved.run.training.loggers)  # the run is about to start here
     for pin in source.pins:
         recorded = resolved.composed.get(pin.key)
         if recorded != pin.value:
@@ -127,6 +129,7 @@ def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
     check_graph_env()
     composed = compose(request.algo, request.task, request.sim, list(request.overrides))
     mps_threads(composed.config["training"])
+    require_logger_packages(composed.config["training"]["loggers"])
     resolved = resolve_run_config(composed, host, allow_cpu_carrier_from_env(), request.manifest)
     return replace(resolved, origin=f"resolved on this host ({host.source})")
 

@@ -94,6 +94,8 @@ class TrainingConfig:
     # Keys added since runs were first recorded carry the default that is what those runs did, so
     # a run dir recorded before them still reads (its policy evaluates, it resumes).
     max_wall_minutes: float | None = None
+    loggers: tuple[str, ...] = ("tensorboard",)
+    wandb_project: str = "soaklab"
 
 
 ALGO_CONFIGS: dict[str, type[AlgoConfig]] = {"sac": AlgoConfig, "flashsac": FlashSACConfig}

@@ -1,6 +1,7 @@
 """What a completed standalone run does last (docs/export.md, "At the end of training"):
 `training.export_onnx` writes policy.onnx with its parity check, and unless `training.no_play` a
-short playback, both into the run dir. Soaks skip it (the monitor says so); `snakemake play` makes
+short playback, both into the run dir; with wandb among `training.loggers`, the run's figures and
+those files go into its W&B run (`soaklab wandb summary`). Soaks skip it (the monitor says so); `snakemake play` makes
 both for soaked runs.
 
 Each step is `soaklab export` / `soaklab play` in a process of its own: MuJoCo picks its GL backend
@@ -19,6 +20,7 @@ from soaklab.contract.sections import TrainingConfig
 from soaklab.files.jsonfiles import write_json_atomic
 
 RECORD = "post_training.json"
+WANDB_RECORD = "wandb.json"  # soaklab.outcomes.wandb_summary: the W&B folders and how to upload them
 PLAY_SECONDS = 5.0
 STEP_TIMEOUT_S = 1800  # a bound for a hung step, not an expectation
 
@@ -30,6 +32,10 @@ def post_training(run_dir: Path, training: TrainingConfig) -> dict[str, Any]:
     if not training.no_play:
         steps["play"] = _step(["play", str(run_dir), "--out", str(run_dir / "play.mp4"), "--seconds",
                                str(PLAY_SECONDS)])
+    if "wandb" in training.loggers:  # the training's figures and these files into its W&B run
+        files = [f for name in ("policy.onnx", "play.mp4") if (f := run_dir / name).is_file()]
+        steps["wandb"] = _step(["wandb", "summary", str(run_dir), *(a for f in files for a in ("--artifact", str(f))),
+                                "--out", str(run_dir / WANDB_RECORD)])
     if steps:
         write_json_atomic(run_dir / RECORD, steps)
     return steps

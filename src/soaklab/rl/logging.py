@@ -26,6 +26,7 @@ import torch
 
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.tags import IDENTITY_TAG, RUN_CONFIG_TAG, diagnostic_tag
+from soaklab.rl.wandb_sink import WandbSink
 
 PROGRESS_EVERY_S = 2.0
 TERMINAL_EVERY_S = 5.0
@@ -145,7 +146,8 @@ class RunLogger:
     collector, not in between its iterations."""
 
     def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None,
-                 run_config: dict[str, Any] | None = None, continue_before: int | None = None) -> None:
+                 run_config: dict[str, Any] | None = None, continue_before: int | None = None,
+                 wandb: WandbSink | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         from soaklab.metrics.events import carry_events
@@ -166,6 +168,7 @@ class RunLogger:
             self.writer.add_text(IDENTITY_TAG, json.dumps(identity, sort_keys=True), 0)
         if run_config is not None:  # TensorBoard's text tab shows what the run was (Markdown: a code block)
             self.writer.add_text(RUN_CONFIG_TAG, "```json\n" + json.dumps(run_config, indent=2) + "\n```", 0)
+        self.wandb = wandb  # the same rows, written by the same thread after TensorBoard's
         self.max_iterations = max_iterations
         self.start = time.monotonic()
         self._last_progress = 0.0
@@ -202,6 +205,8 @@ class RunLogger:
             except BaseException as exc:  # surfaced by the next scalars() or close()
                 self._error = exc
             finally:
+                if self.wandb is not None:
+                    self.wandb.log(values, step)  # never raises: a failing W&B stops itself, says why
                 self._queue.task_done()
 
     def sync(self) -> None:
@@ -232,9 +237,19 @@ class RunLogger:
                   f"| episode length {ep} | {elapsed:.0f}s elapsed, eta {eta:.0f}s", flush=True)
             self._last_terminal = now
 
+    def states(self) -> dict[str, Any]:
+        """The run summary's `loggers`: each logger's state, and for W&B where its run is."""
+        states: dict[str, Any] = {"tensorboard": {"state": "stopped" if self._error else "ok",
+                                                  "reason": None if self._error is None else str(self._error)}}
+        if self.wandb is not None:
+            states["wandb"] = self.wandb.state()
+        return states
+
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
+        if self.wandb is not None:
+            self.wandb.finish()
         self.writer.flush()
         self.writer.close()
         if self._error is not None:
@@ -257,6 +272,9 @@ class SilentLogger:
     def terminal(self, iteration: int, fps: float, reward: float | None, length: float | None,
                  force: bool = False) -> None:
         pass
+
+    def states(self) -> dict[str, Any]:
+        return {}
 
     def close(self) -> None:
         pass

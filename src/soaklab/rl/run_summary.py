@@ -41,6 +41,7 @@ class LearnerOutcome:
     peer_reports: list[dict[str, Any] | None] | None = None  # rank 0: how ranks 1..N-1 ended
     dp_warmed_up: bool = False
     segments: list[dict[str, Any]] | None = None  # the run's segments, one per start or resume (soaklab.rl.resume)
+    loggers: dict[str, Any] | None = None  # rank 0: each logger's state (RunLogger.states), read once closed
 
 
 def _counters(counters: np.ndarray | None) -> dict[C, int]:
@@ -193,6 +194,7 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
         "training_wall_time_sec": outcome.wall_time_s,
         "metric_schema_version": METRIC_SCHEMA_VERSION,
         "segments": outcome.segments or [],
+        "loggers": outcome.loggers or {},
         "runtime_manifest": manifest,
     }
 

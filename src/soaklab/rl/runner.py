@@ -72,6 +72,7 @@ from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, build_summ
 from soaklab.rl.schedule import UPDATE_LAG_VECTORS, UpdateSchedule
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
+from soaklab.rl.wandb_sink import WandbSink
 
 
 @dataclass
@@ -242,7 +243,7 @@ class Learner:
             rank_records=self.group.records if self.group is not None else None,
             peer_reports=self.peer_reports,
             dp_warmed_up=bool(self.group is not None and self.group.dp.warmed_up),
-            segments=self.segments)
+            segments=self.segments, loggers=self.logger.states() if self.logger is not None else None)
 
     def elapsed_s(self) -> float:
         """The run's training wall time so far (what training.max_wall_minutes bounds)."""
@@ -277,7 +278,8 @@ class Learner:
         # Rank 0 alone writes the terminal, TensorBoard and progress.json.
         self.logger = (RunLogger(self.run_dir, self.max_iterations,
                                  {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record,
-                                 continue_before=self.start_iteration if self.resume is not None else None)
+                                 continue_before=self.start_iteration if self.resume is not None else None,
+                                 wandb=self._wandb_sink(record))
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 s.num_envs, self.cfg.algo, self.device)
@@ -672,6 +674,18 @@ class Learner:
             self.summary_error = f"cannot write {self.run_dir / 'run_summary.json'}: {exc.strerror or exc}"
             print(f"train: error: {self.summary_error}", file=sys.stderr, flush=True)
         return summary
+
+    def _wandb_sink(self, record: dict[str, Any]) -> WandbSink | None:
+        """Rank 0's W&B run, when `training.loggers` names wandb: the resolved run config as its config.
+        Name, group and tags follow W&B's own variables (WANDB_NAME, WANDB_RUN_GROUP, WANDB_TAGS; the DAG
+        sets them for sweeps and records); the name defaults to the run dir's."""
+        training = self.cfg.training
+        if "wandb" not in training.loggers:
+            return None
+        name = os.environ.get("WANDB_NAME") or self.run_dir.name
+        if self.resume is not None:  # a new W&B run per segment: W&B keeps a step only once per run
+            name = f"{name}-from-{self.start_iteration}"
+        return WandbSink(self.run_dir, training.wandb_project, record, name, group=None, tags=())
 
     def _leave_ranks(self, completed: bool) -> None:
         """Leave the group (if it was joined); rank 0 then collects every rank's report and adopts the

@@ -1,0 +1,114 @@
+"""W&B beside TensorBoard with the real library, offline (soaklab.rl.wandb_sink): the same scalars at
+the same steps, one W&B run for a two-rank run, the resolved config as the run's config, and a W&B
+failure that stops only W&B."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from soaklab.metrics.events import event_file, read_scalars
+from soaklab.metrics.tags import ITERATION_TAG
+from soaklab.metrics.wandb_offline import read_offline_run
+from tests.policy.test_export import FAST, QUIET
+from tests.rl.test_ranks import RANKS
+
+pytest.importorskip("wandb", reason="the wandb extra (pip install 'soaklab[wandb]')")
+
+WANDB = "training.loggers=[tensorboard,wandb]"
+SERIES = ("Train/", "Loss/")
+
+
+def offline_runs(folder: Path) -> list[Path]:
+    return sorted((folder / "wandb").glob("offline-run-*"))
+
+
+def tensorboard_series(run_dir: Path) -> dict[str, dict[int, float]]:
+    frame = read_scalars(event_file(run_dir))
+    return {tag: dict(zip(rows["step"].astype(int), rows["value"], strict=True))
+            for tag, rows in frame.groupby("tag") if tag.startswith(SERIES)}
+
+
+def assert_same_series(run_dir: Path, history: dict[str, dict[int, float]]) -> int:
+    """Every Train/ and Loss/ series of the event file is W&B's, step for step (TensorBoard keeps
+    float32); returns how many points were compared."""
+    board = tensorboard_series(run_dir)
+    assert board, "the event file has no Train/ or Loss/ series"
+    assert sorted(board) == sorted(tag for tag in history if tag.startswith(SERIES))
+    compared = 0
+    for tag, points in board.items():
+        assert sorted(points) == sorted(history[tag]), tag
+        for step, value in points.items():
+            assert np.float32(history[tag][step]) == np.float32(value), (tag, step)
+            compared += 1
+    return compared
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("WANDB_MODE", "WANDB_DIR", "WANDB_NAME", "WANDB_RUN_GROUP", "WANDB_TAGS", "MUJOCO_GL", "DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    return dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+
+
+def test_a_g1_run_logs_the_same_series_to_wandb_offline(tmp_path, g1_assets, clean_env):
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac", "--task",
+                           "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest", str(g1_assets.manifest_path),
+                           *FAST, *QUIET, WANDB, "training.wandb_project=soaklab-tests", f"training.log_dir={run_dir}"],
+                          env=clean_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (folder,) = offline_runs(run_dir)  # offline by default: no account, no network
+    run = read_offline_run(folder)
+    assert run.project == "soaklab-tests" and run.run_id
+    assert assert_same_series(run_dir, run.history) > 50
+    # The resolved run config is the run's config.
+    recorded = json.loads((run_dir / "run_config.json").read_text())
+    assert run.config["config_hash"] == recorded["config_hash"]
+    assert run.config["config"]["training"]["loggers"] == ["tensorboard", "wandb"]
+    loggers = json.loads((run_dir / "run_summary.json").read_text())["loggers"]
+    assert loggers["wandb"] == {"state": "ok", "reason": None, "mode": "offline", "run_folder": str(folder)}
+    assert loggers["tensorboard"]["state"] == "ok"
+
+
+def test_two_ranks_make_one_wandb_run(start_train, clean_env, monkeypatch):
+    monkeypatch.setenv("WANDB_RUN_GROUP", "sweep-x")  # what the DAG sets for a sweep's runs
+    run = start_train(*RANKS, WANDB, "algo.max_iterations=30")
+    assert run.wait() == 0, run.output()
+    (folder,) = offline_runs(run.run_dir)  # rank 0 alone logs
+    history = read_offline_run(folder)
+    assert history.group == "sweep-x"
+    assert assert_same_series(run.run_dir, history.history) > 0
+    # The rows are rank 0's combined ones: the replay size sums both ranks' rows, as TensorBoard has it.
+    sizes = history.history["Replay/size"]
+    assert sizes == {step: 2.0 * (step + 1) * 8 for step in range(30)}
+
+
+def test_a_full_wandb_folder_stops_wandb_not_training(start_train, tmpfs, clean_env, monkeypatch):
+    disk = tmpfs("4m")
+    monkeypatch.setenv("WANDB_DIR", str(disk))
+    run = start_train(WANDB, "algo.max_iterations=100000", "training.max_wall_minutes=0.75")
+    run.wait_for_iteration(20, timeout=120)
+    # Fill W&B's disk for real, leaving less than the sink's margin.
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"\0" * max(free - 256 * 1024, 0))
+    assert run.wait(timeout=300) == 0, run.output()
+    summary = run.summary
+    assert summary["status"] == "completed" and summary["stop_reason"] == "time_budget"
+    wandb_state = summary["loggers"]["wandb"]
+    assert wandb_state["state"] == "stopped", wandb_state
+    assert "bytes free" in wandb_state["reason"] and str(disk) in wandb_state["reason"]
+    assert summary["loggers"]["tensorboard"]["state"] == "ok"
+    # TensorBoard kept every iteration; W&B's run ends where it stopped, short of the last iteration.
+    frame = read_scalars(event_file(run.run_dir))
+    iterations = frame[frame["tag"] == ITERATION_TAG]["step"]
+    assert len(iterations) == summary["completed_iterations"]
+    (folder,) = offline_runs(disk)
+    logged = read_offline_run(folder).history[ITERATION_TAG]
+    assert 20 <= len(logged) < summary["completed_iterations"]
