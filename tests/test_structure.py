@@ -14,7 +14,7 @@ PKG = REPO / "src" / "soaklab"
 # Packages that describe, check or observe a run: none of them may import the runtime (soaklab.rl).
 NO_RUNTIME = ("soak", "contract", "config", "metrics", "outcomes")
 # The package root holds the entry points and the error types; every other module lives in a family.
-ROOT_MODULES = {"__init__", "__main__", "cli", "errors"}
+ROOT_MODULES = {"__init__", "__main__", "errors"}
 STANDALONE_LOADER = REPO / "workflow" / "rules" / "common.smk"
 # What a module Snakemake loads by path may import beside the standard library: Snakemake's own
 # dependencies, present wherever the workflow runs.

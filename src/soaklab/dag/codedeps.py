@@ -57,7 +57,7 @@ def _closure(start: tuple[str, ...], root: Path) -> frozenset[str]:
     todo = list(start)
     while todo:
         module = todo.pop()
-        if module in seen or module == CLI:  # cli.py: per command, through handler_imports
+        if module in seen or _in_cli(module):  # the CLI: per command, through handler_imports
             continue
         path = _path(module, root)
         if path is None:  # a name imported from a module, not a module
@@ -69,22 +69,33 @@ def _closure(start: tuple[str, ...], root: Path) -> frozenset[str]:
     return frozenset(seen)
 
 
+def _in_cli(module: str) -> bool:
+    return module == CLI or module.startswith(CLI + ".")
+
+
+def cli_modules(root: Path = ROOT) -> dict[str, Path]:
+    """The CLI package's modules: its entry (`__init__`) and one module per family of commands."""
+    folder = root / "cli"
+    return {(CLI if p.stem == "__init__" else f"{CLI}.{p.stem}"): p for p in sorted(folder.glob("*.py"))}
+
+
 def handler_imports(command: str, root: Path = ROOT) -> set[str]:
-    """What `soaklab <command>` imports: the CLI module's own top level and parser (every command
-    runs those), and its handler cli.cmd_<command> (only that command runs it)."""
-    cli = root / "cli.py"
+    """What `soaklab <command>` imports: the top level and parser of every CLI module (the entry
+    imports every family to build the parser, so every command runs those), and its handler
+    `cmd_<command>` (only that command runs it)."""
     name = "cmd_" + command.replace(" ", "_").replace("-", "_")
     found: set[str] = set()
     handler = False
-    for node in ast.parse(cli.read_text()).body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
-            if node.name == name:
-                found |= _imports(node, CLI, False)
-                handler = True
-            continue
-        found |= _imports(node, CLI, False)
+    for module, path in cli_modules(root).items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
+                if node.name == name:
+                    found |= _imports(node, module, path.name == "__init__.py")
+                    handler = True
+                continue
+            found |= _imports(node, module, path.name == "__init__.py")
     if not handler:
-        raise KeyError(f"{cli}: no handler {name} for `soaklab {command}`")
+        raise KeyError(f"{root / 'cli'}: no handler {name} for `soaklab {command}`")
     return found
 
 
@@ -93,9 +104,9 @@ def command_sources(*commands: str, root: Path = ROOT) -> list[str]:
     start: set[str] = {f"{PACKAGE}.__main__"}
     for command in commands:
         start |= handler_imports(command, root)
-    # cli.py itself, but not its closure: its other handlers are other commands' code.
-    modules = _closure(tuple(sorted(start)), root) | {CLI}
-    files = {_path(m, root) for m in modules}
+    # The CLI's files themselves, but not their closure: the other handlers are other commands' code.
+    modules = _closure(tuple(sorted(start)), root)
+    files = {_path(m, root) for m in modules} | set(cli_modules(root).values())
     for module, folders in DATA.items():
         if module in modules:
             for folder in folders:
