@@ -57,8 +57,10 @@ for n in ${MJLAB_SIZES:-4096 1024}; do
 done
 pack
 
+records=${RECORDS-gpu-soak-1024 gpu-throughput-4096}
+if [ -z "$records" ]; then stage "done (RECORDS empty: no records)"; rm -f /root/visit.pid; exit 0; fi
 stage "records with the lever's tree"
-LEARNING=0 EVALUATE=0 RECORDS=${RECORDS-gpu-soak-1024 gpu-throughput-4096} bash scripts/gpu/records.sh 2>&1 | tee "$logs/records.log"
+LEARNING=0 EVALUATE=0 RECORDS=$records bash scripts/gpu/records.sh 2>&1 | tee "$logs/records.log"
 find /root/records-work/record/results -name run_summary.json >"$logs/run-dirs.txt" 2>/dev/null
 while read -r summary; do  # the records keep metrics, not run dirs: the phases are read here
   run=$(dirname "$summary"); name=$(basename "$(dirname "$run")")
