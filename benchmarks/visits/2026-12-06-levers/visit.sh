@@ -7,9 +7,11 @@
 # The checkout is the lever's tree: the baseline is the same tree with the lever's patch (LEVER_PATCH)
 # taken back out (`git apply -R`). Stages, each packed into $OUT/visit.tgz as it ends:
 # 1. mujoco_warp's kernels compiled, the raw physics ceiling at 1024 and 4096 worlds (bench.warmup);
-# 2. the env step alone, baseline and lever alternated (ABAB) at 1024 and 4096 envs (bench backend);
+# 2. the env step alone, baseline and lever alternated (ABAB) at AB_SIZES envs (default 1024 4096), REPEATS
+#    times (default 2; bench backend);
 # 3. mjlab's own tracking env stepped alone on the same clip at 4096 envs (bench.mjlab_env; its wheels
-#    carried to /root/mjlab-wheels in a call of their own), with soaklab's env beside it from stage 2;
+#    carried to /root/mjlab-wheels in a call of their own; MJLAB_SIZES, default "4096 1024", empty skips),
+#    with soaklab's env beside it from stage 2;
 # 4. RECORDS (default gpu-soak-1024 gpu-throughput-4096) made with the lever's tree by
 #    scripts/gpu/records.sh (learning and evaluation off); their run dirs' phases read by gpu_phases.
 set -uo pipefail
@@ -31,8 +33,8 @@ stage "compile mujoco_warp's kernels; the raw ceiling"
 python3 -m soaklab.bench.warmup --worlds 1024,4096 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -3 "$logs/warmup.log"
 pack
 
-for rep in 1 2; do
-  for n in 1024 4096; do
+for rep in $(seq 1 "${REPEATS:-2}"); do
+  for n in ${AB_SIZES:-1024 4096}; do
     for side in base lever; do
       tree=$here; [ "$side" = base ] && tree=/root/ab-base
       stage "env alone, $side, $n envs, repeat $rep"
@@ -45,16 +47,20 @@ for rep in 1 2; do
   pack
 done
 
-stage "mjlab's env alone"
-mkdir -p /root/mjlab-site
-python3 -m pip install -q --no-index --no-deps --no-compile --target /root/mjlab-site \
-  resources/assets/cache/mjlab-1.6.0-py3-none-any.whl /root/mjlab-wheels/*.whl >"$logs/mjlab-pip.log" 2>&1 \
-  || tail -3 "$logs/mjlab-pip.log"
-for n in ${MJLAB_SIZES:-4096 1024}; do
-  PYTHONPATH=/root/site:/root/mjlab-site:$here/src python3 -m soaklab.bench.mjlab_env --num-envs "$n" \
-    --out "$logs/mjlab_env_$n.json" >"$logs/mjlab_env_$n.log" 2>&1 || tail -5 "$logs/mjlab_env_$n.log"
-  tail -1 "$logs/mjlab_env_$n.log"
-done
+mjlab_sizes=${MJLAB_SIZES-4096 1024}
+ls /root/mjlab-wheels/*.whl >/dev/null 2>&1 || mjlab_sizes=""
+if [ -n "$mjlab_sizes" ]; then
+  stage "mjlab's env alone"
+  mkdir -p /root/mjlab-site
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /root/mjlab-site \
+    resources/assets/cache/mjlab-1.6.0-py3-none-any.whl /root/mjlab-wheels/*.whl >"$logs/mjlab-pip.log" 2>&1 \
+    || tail -3 "$logs/mjlab-pip.log"
+  for n in $mjlab_sizes; do
+    PYTHONPATH=/root/site:/root/mjlab-site:$here/src python3 -m soaklab.bench.mjlab_env --num-envs "$n" \
+      --out "$logs/mjlab_env_$n.json" >"$logs/mjlab_env_$n.log" 2>&1 || tail -5 "$logs/mjlab_env_$n.log"
+    tail -1 "$logs/mjlab_env_$n.log"
+  done
+fi
 pack
 
 records=${RECORDS-gpu-soak-1024 gpu-throughput-4096}
