@@ -35,7 +35,7 @@ include: "workflow/rules/common.smk"
 
 wildcard_constraints:
     run=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    sim=r"mujoco|mjwarp",
+    sim="|".join(SIMS),
 
 
 report: "workflow/report/workflow.rst"
@@ -54,7 +54,7 @@ rule play:
     input:
         expand("results/{run}/policy.onnx", run=config["soak_runs"]),
         expand("results/{run}/play.mp4", run=config["soak_runs"]),
-        expand("results/{run}/evaluation-{sim}.json", run=TRACKING_SOAK_RUNS, sim=("mujoco", "mjwarp")),
+        expand("results/{run}/evaluation-{sim}.json", run=TRACKING_SOAK_RUNS, sim=SIMS),
         expand("results/{run}/wandb-play.json", run=WANDB_SOAK_RUNS),
 
 

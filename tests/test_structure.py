@@ -117,14 +117,16 @@ def test_the_observers_never_import_the_runtime():
 
 def test_the_settings_contract_is_a_leaf():
     """contract/ imports neither the tasks nor torch: a pure function of values and a host
-    description."""
+    description (and the catalogue's plain facts)."""
     paths = list((PKG / "contract").rglob("*.py"))
     assert paths
     for path in paths:
         names = imports_of(path)
         assert not {n for n in names if n == "torch" or n.startswith(("torch.", "soaklab.tasks"))}, path
         ours = {n for n in names if n.startswith("soaklab.")}
-        assert all(n.startswith(("soaklab.errors", "soaklab.contract")) for n in ours), (path, ours)
+        # the catalogue is standard library only (test_the_catalogue_is_standard_library_only)
+        allowed = ("soaklab.errors", "soaklab.contract", "soaklab.catalogue")
+        assert all(n.startswith(allowed) for n in ours), (path, ours)
 
 
 def test_the_package_root_shows_its_families():
@@ -164,3 +166,45 @@ def test_the_cycle_finder_finds_one():
     """The check can fail: a made-up graph with a cycle is reported."""
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_name_of_the_catalogue_is_the_one_the_schemas_the_snakefile_and_the_owner_tree_use():
+    """The catalogue (soaklab.catalogue) is the one place algorithms, tasks and backends are declared:
+    the run config schema's enums, the Snakefile's sim wildcard and the owner YAML tree agree with it."""
+    import json
+
+    from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS
+    from soaklab.config.owners import available_algos, available_sims, available_tasks
+
+    schema = json.loads((PKG / "schemas" / "run_config.schema.json").read_text())
+    enums = {key: set(value["enum"]) for key, value in schema["properties"].items()
+             if key in ("algo", "task", "sim") and "enum" in value}
+    assert enums["algo"] == set(ALGORITHMS) and enums["sim"] == set(BACKENDS)
+    assert enums.get("task", set(TASKS)) == set(TASKS)
+    # The Snakefile's sim wildcard is the catalogue's backends, read through common.smk.
+    assert 'sim="|".join(SIMS)' in (REPO / "Snakefile").read_text()
+    assert "SIMS = tuple(catalogue.BACKENDS)" in STANDALONE_LOADER.read_text()
+    # The owner tree: an owner file per algorithm, per task it runs, per backend the task steps on.
+    assert set(available_algos()) == set(ALGORITHMS)
+    for algo in ALGORITHMS:
+        assert set(available_tasks(algo)) == set(TASKS), algo
+        for name, task in TASKS.items():
+            assert set(available_sims(algo, name)) == set(task.backends), (algo, name)
+    for task in TASKS.values():
+        assert set(task.backends) <= set(BACKENDS), task.name
+
+
+def test_every_reference_of_the_catalogue_loads():
+    from soaklab.catalogue import ALGORITHMS, TASKS, load
+
+    for algo in ALGORITHMS.values():
+        assert callable(load(algo.config)) and callable(load(algo.agent)), algo.name
+    for task in TASKS.values():
+        assert callable(load(task.builder)), task.name
+
+
+def test_the_catalogue_is_standard_library_only():
+    path = PKG / "catalogue" / "__init__.py"
+    tops = {name.split(".")[0] for name in imports_of(path)} - {"__future__"}
+    assert tops <= sys.stdlib_module_names, sorted(tops - sys.stdlib_module_names)
+    assert "standard library" in (ast.get_docstring(ast.parse(path.read_text())) or "").lower()

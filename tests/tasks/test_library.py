@@ -84,7 +84,7 @@ def test_a_library_needs_the_tracking_task(cli, tmp_path):
     out = tmp_path / "run_config.json"
     result = cli("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco",
                  "--out", out, "env.motion=[largebox,crawl_slope]")
-    assert result.code == 2 and "needs the g1_motion_tracking task" in one_line(result.err)
+    assert result.code == 2 and "needs a tracking task (g1_motion_tracking)" in one_line(result.err)
     assert not out.exists()
 
 

@@ -28,6 +28,12 @@ def _standalone(module):
     return loaded
 
 
+# The catalogue of algorithms, tasks and simulator backends (soaklab.catalogue): the sim wildcard,
+# the evaluation backends and the record plans read their names there.
+catalogue = _standalone("catalogue/__init__")
+SIMS = tuple(catalogue.BACKENDS)
+
+
 # A float YAML 1.1 left a string (1e-05 in a config file or --config): the float (soaklab.config.yaml11).
 as_float_if_exponent = _standalone("config/yaml11").as_float_if_exponent
 
@@ -119,9 +125,7 @@ def wandb_played(wildcards):
     """The play target's files of the run: its policy, its video and, a tracking run, its evaluations."""
     files = {"onnx": f"results/{wildcards.run}/policy.onnx", "video": f"results/{wildcards.run}/play.mp4"}
     if wildcards.run in TRACKING_SOAK_RUNS:
-        files.update(
-            {f"evaluation_{sim}": f"results/{wildcards.run}/evaluation-{sim}.json" for sim in ("mujoco", "mjwarp")}
-        )
+        files.update({f"evaluation_{sim}": f"results/{wildcards.run}/evaluation-{sim}.json" for sim in SIMS})
     return files
 
 

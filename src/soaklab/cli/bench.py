@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from soaklab.catalogue import ALGORITHMS, choices
 from soaklab.errors import InvalidInput
 
 
@@ -37,9 +38,9 @@ def cmd_bench_learner(args: argparse.Namespace) -> int:
     from soaklab.config.keys import COMPILE_MODES
 
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    bad = [a for a in algos if a not in ("sac", "flashsac")]
+    bad = [a for a in algos if a not in ALGORITHMS]
     if not algos or bad:
-        raise InvalidInput(f"--algos {args.algos}: expected a comma list of sac, flashsac")
+        raise InvalidInput(f"--algos {args.algos}: expected a comma list of {choices(ALGORITHMS)}")
     try:
         batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     except ValueError:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from soaklab.catalogue import BACKENDS
 from soaklab.errors import RuntimeFailure
 from soaklab.policy.gl import GL_BACKENDS
 
@@ -83,7 +84,7 @@ def add_policy_commands(sub: Any) -> None:
     evaluate_cmd.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run dir `soaklab train` wrote")
     evaluate_cmd.add_argument("--checkpoint", type=Path,
                               help="a checkpoint of the run (its model_final.pt when not given)")
-    evaluate_cmd.add_argument("--sim", choices=("mujoco", "mjwarp"), default="mujoco",
+    evaluate_cmd.add_argument("--sim", choices=tuple(BACKENDS), default="mujoco",
                               help="the backend to evaluate on (the other one than the run's: sim-to-sim)")
     evaluate_cmd.add_argument("--episodes", type=int,
                               help="episodes, one env each (default 1024 on mjwarp with a GPU, else 64)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from soaklab.catalogue import TASKS
 from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.keys import MPS_THREAD_KEYS
@@ -34,7 +35,8 @@ from soaklab.host.envvars import check_graph_env
 from soaklab.schemas import load_artifact
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
-TASKS_WITHOUT_ASSETS = ("cartpole_swingup",)
+# Tasks that resolve without the G1 assets (the catalogue's fact).
+TASKS_WITHOUT_ASSETS = tuple(name for name, task in TASKS.items() if not task.needs_assets)
 AGAIN = "resolve it again with `soaklab config resolve`"
 
 

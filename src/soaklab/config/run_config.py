@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from soaklab.catalogue import TASKS, tracking_tasks
 from soaklab.config.compose import ComposedConfig
 from soaklab.contract.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.contract.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
@@ -286,9 +287,9 @@ def check_motion_library(composed: ComposedConfig) -> None:
     motion = composed.get("env.motion")
     if not isinstance(motion, list):
         return
-    if composed.task != "g1_motion_tracking":
-        raise SettingError("env.motion", motion, f"a motion library needs the g1_motion_tracking task, "
-                           f"not {composed.task}")
+    if not TASKS[composed.task].tracking:
+        raise SettingError("env.motion", motion, f"a motion library needs a tracking task "
+                           f"({', '.join(tracking_tasks())}), not {composed.task}")
     num_envs = composed.get("algo.num_envs")
     if num_envs < len(motion):
         raise SettingError("algo.num_envs", num_envs, f"must be >= the {len(motion)} clips of env.motion "

@@ -14,14 +14,13 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from soaklab.catalogue import BACKENDS, DEVICE_RESIDENT
 from soaklab.errors import SettingError
 
 ALLOW_CPU_CARRIER_ENV = "SOAKLAB_ALLOW_CUDA_LEARNER_CPU_CARRIER"
 
-# How each sim backend places the collector's tensors.
-HOST_BRIDGE = "host_bridge"
-DEVICE_RESIDENT = "device_resident"
-BACKEND_PLACEMENT = {"mujoco": HOST_BRIDGE, "mjwarp": DEVICE_RESIDENT}
+# How each sim backend places the collector's tensors: the catalogue's fact of each backend.
+BACKEND_PLACEMENT = {name: backend.placement for name, backend in BACKENDS.items()}
 
 CARRIER_REQUESTS = ("auto", "cpu", "cuda")
 _LEARNER_RE = re.compile(r"^(cpu|mps|cuda)(?::(\d+))?$")

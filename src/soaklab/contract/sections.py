@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from soaklab.catalogue import ALGORITHMS, choices, load
+
 T = TypeVar("T")
 MotionSpec = str | tuple[str, ...] | None  # a clip (name or path), a motion library, or the default
 
@@ -98,7 +100,6 @@ class TrainingConfig:
     wandb_project: str = "soaklab"
 
 
-ALGO_CONFIGS: dict[str, type[AlgoConfig]] = {"sac": AlgoConfig, "flashsac": FlashSACConfig}
 
 
 @dataclass(frozen=True)
@@ -126,10 +127,10 @@ class RunConfig:
 
 
 def algo_config(algo: str, values: Mapping[str, Any]) -> AlgoConfig:
-    """The `algo` section of agent `algo` (sac, flashsac) as its typed config."""
-    if algo not in ALGO_CONFIGS:
-        raise ValueError(f"unknown algo {algo!r}; expected one of {', '.join(ALGO_CONFIGS)}")
-    return section(ALGO_CONFIGS[algo], values, "algo")
+    """The `algo` section of agent `algo` as its typed config (the catalogue names the class)."""
+    if algo not in ALGORITHMS:
+        raise ValueError(f"unknown algo {algo!r}; expected one of {choices(ALGORITHMS)}")
+    return section(load(ALGORITHMS[algo].config), values, "algo")
 
 
 def section(kind: type[T], values: Mapping[str, Any], name: str) -> T:

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from soaklab.catalogue import BACKENDS, TASKS, tracking_tasks
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.policy.trained import TrainedRun
 
-TRACKING_TASK = "g1_motion_tracking"
 # One env per episode, by where the sim steps: warp's CPU device runs its worlds one after another.
 DEFAULT_EPISODES = {"cpu": 64, "cuda": 1024}
 MAX_EPISODES = 16384  # one env each: the bound keeps a typo from asking for gigabytes of worlds
@@ -54,14 +54,15 @@ class ClipEvaluation:
 
 def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
     """Bad input, before any env is built: another task, a backend this host cannot run, no episodes."""
-    if trained.task != TRACKING_TASK:
+    if trained.task not in TASKS or not TASKS[trained.task].tracking:
         raise InvalidInput(f"{trained.run_dir}: task {trained.task}: evaluation tracks a motion clip; "
-                           f"only {TRACKING_TASK} runs can be evaluated")
+                           f"only {', '.join(tracking_tasks())} runs can be evaluated")
     if not 1 <= episodes <= MAX_EPISODES:
         raise InvalidInput(f"--episodes {episodes}: must be in [1, {MAX_EPISODES}] (one env each; default "
                            f"{DEFAULT_EPISODES[sim_device(sim)]} for {sim} on this host)")
-    if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
-        raise InvalidInput("--sim mjwarp: mujoco_warp is not installed (pip install -e '.[warp]'); "
+    needs = BACKENDS[sim].module
+    if needs is not None and importlib.util.find_spec(needs) is None:
+        raise InvalidInput(f"--sim {sim}: {needs} is not installed (pip install -e '.[warp]'); "
                            "evaluate on this host with --sim mujoco")
 
 

@@ -41,8 +41,22 @@ PACKAGE = Path(__file__).resolve().parent.parent
 SCHEMA = PACKAGE / "schemas" / "record.schema.json"
 # The run setting a numerics profile fixes (its threads), as it fixes the seeds.
 THREADS_KEY = "env.num_threads"
+
+
+def _catalogue() -> Any:
+    """soaklab.catalogue, loaded by path as this module is (both are standard library only)."""
+    name = "soaklab_catalogue"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, PACKAGE / "catalogue" / "__init__.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 # Tasks whose env logs the tracking errors and the time-out share.
-TRACKING_TASKS = ("g1_motion_tracking",)
+TRACKING_TASKS = _catalogue().tracking_tasks()
 
 # Timing figures: a Perf/ series over the run's steady state (its median; the sum per iteration for
 # the lump-logged collector phases), compared as a ratio.

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from soaklab.catalogue import BACKENDS
 from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
@@ -35,7 +36,7 @@ COMPARED_VERSIONS = ("python", "torch", "mujoco", "warp", "mujoco_warp")
 # What a run's figures can depend on, by its sim: a MuJoCo run never imports warp, so whether warp is
 # installed beside it (the CPU set-up has it, for sim-to-sim evaluation) says nothing about them; its
 # floats are torch's and MuJoCo's kernels', not the interpreter's (docs/records.md, "Numerics profiles").
-SIM_VERSIONS = {"mujoco": ("torch", "mujoco"), "mjwarp": COMPARED_VERSIONS}
+SIM_VERSIONS = {name: backend.versions for name, backend in BACKENDS.items()}  # soaklab.catalogue
 
 
 def _read_json(path: Path) -> dict[str, Any]:

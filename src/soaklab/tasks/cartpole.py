@@ -14,6 +14,7 @@ from typing import Any
 import mujoco
 import torch
 
+from soaklab.contract.sections import RunConfig
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks.env import StepResult
 from soaklab.tasks.metrics import reward_terms
@@ -143,3 +144,9 @@ class CartpoleSwingupEnv:
     def close(self) -> None:
         self.backend.close()
 
+
+def build(run: RunConfig, scene: object, device: str, compile_terms: bool) -> CartpoleSwingupEnv:
+    """The catalogue's builder (soaklab.catalogue.TASKS): no scene, no assets (the model is built here)."""
+    env = run.env
+    return CartpoleSwingupEnv(SwingupConfig.from_config(run.task), run.algo.num_envs, env.seed, env.num_threads,
+                              env.episode_length_s, device)

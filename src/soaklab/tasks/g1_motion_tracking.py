@@ -8,7 +8,9 @@ one batched tensor call per term (tasks/g1_terms.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -17,12 +19,14 @@ import torch
 
 from soaklab.assets import g1
 from soaklab.assets.motion import MotionClip
+from soaklab.contract.contract import MAX_SEED
+from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.host.compile_cache import use_keyed_cache
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks import g1_terms as terms
 from soaklab.tasks import metrics as metrics_table
-from soaklab.tasks.env import StepResult
+from soaklab.tasks.env import BatchedEnv, StepResult
 from soaklab.tasks.quat import quat_apply_inverse, quat_from_yaw, quat_mul
 from soaklab.tasks.rng import ManagerRng
 from soaklab.tasks.sampling import FrameSampler
@@ -599,3 +603,29 @@ def episode_return_bound(cfg: TrackingConfig) -> float:
     """Largest per-step reward: every positive term at its maximum of 1."""
     return sum(w for k, w in cfg.weights.items() if w > 0) * cfg.ctrl_dt
 
+
+def build(run: RunConfig, scene: Path | str | Mapping[str, str] | None, device: str,
+          compile_terms: bool) -> BatchedEnv:
+    """The catalogue's builder (soaklab.catalogue.TASKS): one clip's env, or a motion library of
+    one block per clip, each on its clip's scene."""
+    from soaklab.assets.motion import load_motion
+    from soaklab.assets.scene import load_scene
+    from soaklab.tasks.library import MotionLibraryEnv, block_sizes
+    from soaklab.tasks.metrics import clip_labels
+
+    env, num_envs = run.env, run.algo.num_envs
+    if scene is None or env.motion is None:
+        raise InvalidInput("g1_motion_tracking needs the scene and env.motion; run `soaklab assets pull`")
+    tracking = TrackingConfig.from_config(run.task)
+
+    def one(motion: str, scene_path: str, n: int, seed: int) -> G1MotionTrackingEnv:
+        clip = load_motion(Path(motion), load_scene(Path(scene_path)))
+        return G1MotionTrackingEnv(str(scene_path), clip, tracking, n, seed, env.num_threads, env.sampler,
+                                   env.episode_length_s, device, compile_terms, sim=run.training.sim_backend)
+
+    if isinstance(env.motion, str):
+        return one(env.motion, str(scene if not isinstance(scene, Mapping) else scene[env.motion]), num_envs, env.seed)
+    sizes = block_sizes(num_envs, len(env.motion))
+    return MotionLibraryEnv(clip_labels(env.motion), [
+        one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, (env.seed + k) % (MAX_SEED + 1))
+        for k, (m, n) in enumerate(zip(env.motion, sizes, strict=True))])

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from soaklab.catalogue import TASKS
 from soaklab.errors import SettingError
 
-REWARD_TERMS: dict[str, tuple[str, ...]] = {
-    "g1_motion_tracking": ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
-                           "action_rate", "joint_limit", "undesired_contacts"),
-    "cartpole_swingup": ("upright", "centered", "control"),
-}
+# The names are the catalogue's facts (soaklab.catalogue.TASKS).
+REWARD_TERMS: dict[str, tuple[str, ...]] = {name: task.reward_terms for name, task in TASKS.items()}
 
 # Per-step measures that are logged but never rewarded (StepResult.metrics). G1: mean distance of the
 # tracked bodies from the re-anchored reference (m) and mean joint-angle error (rad).
-TRACKING_METRICS: dict[str, tuple[str, ...]] = {
-    "g1_motion_tracking": ("body_pos_error_m", "joint_pos_error_rad"),
-}
+TRACKING_METRICS: dict[str, tuple[str, ...]] = {name: task.tracking_metrics for name, task in TASKS.items()
+                                                 if task.tracking_metrics}
 
 # How episodes ended, per env step: a failure (no bootstrap) or the time limit / clip end.
 EPISODE_ENDS = ("episodes/terminated", "episodes/truncated")

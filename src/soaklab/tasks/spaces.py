@@ -7,14 +7,13 @@ against this table.
 
 from __future__ import annotations
 
+from soaklab.catalogue import TASKS
 from soaklab.contract.layout import TaskSpaces
 from soaklab.errors import SettingError
 
-TASK_SPACES: dict[str, TaskSpaces] = {
-    "g1_motion_tracking": TaskSpaces(actor_obs=160, critic_obs=286, action=29),
-    # cos/sin of the pole angle, cart position, cart and pole velocity; one force.
-    "cartpole_swingup": TaskSpaces(actor_obs=5, critic_obs=5, action=1),
-}
+# The widths are the catalogue's facts (soaklab.catalogue.TASKS).
+TASK_SPACES: dict[str, TaskSpaces] = {name: TaskSpaces(actor_obs=t.actor_obs, critic_obs=t.critic_obs, action=t.action)
+                                      for name, t in TASKS.items()}
 
 
 def task_spaces(task: str) -> TaskSpaces:

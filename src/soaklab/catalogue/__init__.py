@@ -1,0 +1,89 @@
+"""The plug-in points, declared once: every algorithm, task and simulator backend soaklab knows.
+
+Each entry carries plain facts (spaces, reward terms, whether it needs assets, where a backend keeps
+its state, which backends a task runs on) and "module:name" references to its typed config and its
+builder, imported only when used. Every dispatch on these names reads this module: the agent
+factory, the env builder, the settings contract, the CLI choices, record plans, evaluation; and
+tests/test_structure.py holds the JSON Schema enums, the Snakefile and the owner YAML tree to it.
+
+Standard library only: the settings contract (a leaf) and the Snakefile (which loads this file by
+path before soaklab is importable) read it too. docs/architecture.md, "How to add ...", says which
+files a new entry touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+HOST_BRIDGE = "host_bridge"  # the backend keeps its state in host memory; tensors are a view of it
+DEVICE_RESIDENT = "device_resident"  # the backend keeps its state on the GPU (or warp's CPU device)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    config: str  # "module:Class": the `algo` section's typed config
+    agent: str  # "module:Class": the agent, built with (obs, critic obs, action, envs, config, device)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    placement: str  # HOST_BRIDGE or DEVICE_RESIDENT (soaklab.contract.devices)
+    versions: tuple[str, ...]  # the software versions a record of a run on it is compared on
+    module: str | None = None  # a Python module it needs beyond the base install (its extra)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    builder: str  # "module:function": (run, scene, device, compile_terms) -> BatchedEnv
+    actor_obs: int
+    critic_obs: int
+    action: int
+    reward_terms: tuple[str, ...]  # what the env reports per step, in this order
+    backends: tuple[str, ...]  # the simulator backends it steps on
+    needs_assets: bool  # the G1 model and clips (`soaklab assets pull`) before it resolves
+    tracking_metrics: tuple[str, ...] = ()  # per-step measures logged but never rewarded
+    tracking: bool = False  # follows a reference clip: motion libraries, first-frame evaluation, tracking figures
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
+    Algorithm("sac", "soaklab.contract.sections:AlgoConfig", "soaklab.rl.agents.sac:SACAgent"),
+    Algorithm("flashsac", "soaklab.contract.sections:FlashSACConfig", "soaklab.rl.agents.flashsac:FlashSACAgent"),
+)}
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("mujoco", HOST_BRIDGE, ("torch", "mujoco")),
+    Backend("mjwarp", DEVICE_RESIDENT, ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp"),
+)}
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    Task("g1_motion_tracking", "soaklab.tasks.g1_motion_tracking:build", actor_obs=160, critic_obs=286, action=29,
+         reward_terms=("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
+                       "action_rate", "joint_limit", "undesired_contacts"),
+         backends=("mujoco", "mjwarp"), needs_assets=True,
+         # the mean distance of the tracked bodies from the re-anchored reference (m), the mean
+         # joint-angle error (rad)
+         tracking_metrics=("body_pos_error_m", "joint_pos_error_rad"), tracking=True),
+    # cos/sin of the pole angle, cart position, cart and pole velocity; one force.
+    Task("cartpole_swingup", "soaklab.tasks.cartpole:build", actor_obs=5, critic_obs=5, action=1,
+         reward_terms=("upright", "centered", "control"), backends=("mujoco",), needs_assets=False),
+)}
+
+
+def tracking_tasks() -> tuple[str, ...]:
+    return tuple(name for name, task in TASKS.items() if task.tracking)
+
+
+def load(reference: str) -> Any:
+    """What a "module:name" reference names, imported now (builders and configs load only when used)."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def choices(table: dict[str, Any]) -> str:
+    """The names of a table, for one-line refusals."""
+    return ", ".join(table)
