@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from soaklab.bench.mjlab_ppo import _version, import_mjlab
+from soaklab.bench.mjlab_ppo import _version, check_paths, import_mjlab, tracking_env_cfg
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state, host_record, versions
@@ -60,19 +60,13 @@ def main(argv: list[str] | None = None) -> int:
                                    ("--iters", args.iters, 2)):  # two at least: the p90 needs a spread
             if value < least:
                 raise InvalidInput(f"{flag} {value}: must be >= {least}")
-        if not args.motion.is_file():
-            raise InvalidInput(f"--motion {args.motion}: no such clip file (run `soaklab assets pull`)")
-        if not args.out.parent.is_dir():
-            raise InvalidInput(f"--out {args.out}: its folder {args.out.parent} does not exist")
+        check_paths(args.motion, args.out)
         parts = import_mjlab()
     except InvalidInput as exc:
         print(f"mjlab_env: error: {exc}", file=sys.stderr)
         return 2
 
-    cfg = parts["env_cfg"]()
-    cfg.scene.num_envs = args.num_envs
-    cfg.seed = args.seed
-    cfg.commands["motion"].motion_file = str(args.motion.resolve())
+    cfg = tracking_env_cfg(parts, args.num_envs, args.seed, args.motion)
     env = parts["env"](cfg=cfg, device=args.device)
     num_actions = int(env.action_manager.total_action_dim)
     times = step_times(env, args.num_envs, num_actions, args.warmup, args.iters, args.seed)

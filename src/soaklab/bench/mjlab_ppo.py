@@ -95,6 +95,23 @@ def import_mjlab() -> dict[str, Any]:
             "env_cfg": unitree_g1_flat_tracking_env_cfg, "agent_cfg": unitree_g1_tracking_ppo_runner_cfg}
 
 
+def check_paths(motion: Path, out: Path) -> None:
+    """The clip and the JSON's folder, before mjlab is imported."""
+    if not motion.is_file():
+        raise InvalidInput(f"--motion {motion}: no such clip file (run `soaklab assets pull`)")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"--out {out}: its folder {out.parent} does not exist")
+
+
+def tracking_env_cfg(parts: dict[str, Any], num_envs: int, seed: int, motion: Path) -> Any:
+    """mjlab's G1 flat tracking env config on soaklab's clip, at `num_envs` envs and `seed`."""
+    cfg = parts["env_cfg"]()
+    cfg.scene.num_envs = num_envs
+    cfg.seed = seed
+    cfg.commands["motion"].motion_file = str(motion.resolve())
+    return cfg
+
+
 def timeout_shares(frame: Any) -> dict[int, float]:
     """Iteration -> the share of episodes ended by time-out among those ended in it."""
     terms = frame[frame["tag"].str.startswith(TERMINATION_PREFIX)]
@@ -163,10 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidInput(f"--num-envs {args.num_envs}: must be >= 1")
         if not args.minutes > 0:
             raise InvalidInput(f"--minutes {args.minutes}: must be > 0")
-        if not args.motion.is_file():
-            raise InvalidInput(f"--motion {args.motion}: no such clip file (run `soaklab assets pull`)")
-        if not args.out.parent.is_dir():
-            raise InvalidInput(f"--out {args.out}: its folder {args.out.parent} does not exist")
+        check_paths(args.motion, args.out)
         # The summary reads every event file in the log dir: an earlier run's would mix in.
         if any(args.log_dir.glob("events.out.tfevents.*")):
             raise InvalidInput(f"--log-dir {args.log_dir}: already holds a run's event files; name an empty folder")
@@ -175,10 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mjlab_ppo: error: {exc}", file=sys.stderr)
         return 2
 
-    cfg = parts["env_cfg"]()
-    cfg.scene.num_envs = args.num_envs
-    cfg.seed = args.seed
-    cfg.commands["motion"].motion_file = str(args.motion.resolve())
+    cfg = tracking_env_cfg(parts, args.num_envs, args.seed, args.motion)
     agent = parts["agent_cfg"]()
     agent.seed = args.seed
     agent_cfg = asdict(agent)

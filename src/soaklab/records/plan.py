@@ -43,20 +43,20 @@ SCHEMA = PACKAGE / "schemas" / "record.schema.json"
 THREADS_KEY = "env.num_threads"
 
 
-def _catalogue() -> Any:
-    """soaklab.catalogue, loaded by path as this module is (both are standard library only)."""
-    name = "soaklab_catalogue"
+def _by_path(name: str, relative: str) -> Any:
+    """A standard-library-only module of the package, loaded by path as this module is by the DAG
+    (once per process: kept in sys.modules, where dataclasses look their module up)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, PACKAGE / "catalogue" / "__init__.py")
+        spec = importlib.util.spec_from_file_location(name, PACKAGE / relative)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
+        sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
 # Tasks whose env logs the tracking errors and the time-out share.
-TRACKING_TASKS = _catalogue().tracking_tasks()
+TRACKING_TASKS = _by_path("soaklab_catalogue", "catalogue/__init__.py").tracking_tasks()
 
 # Timing figures: a Perf/ series over the run's steady state (its median; the sum per iteration for
 # the lump-logged collector phases), compared as a ratio.
@@ -82,19 +82,7 @@ class RecordError(ValueError):
     """A record that cannot be used; the message names the record and the field."""
 
 
-def _numerics_module() -> Any:
-    """soaklab.host.numerics, loaded by path as this module is by the DAG (both standard-library only)."""
-    name = "soaklab_host_numerics"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, PACKAGE / "host" / "numerics.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-numerics = _numerics_module()
+numerics = _by_path("soaklab_host_numerics", "host/numerics.py")
 
 
 @dataclass(frozen=True)
