@@ -64,8 +64,12 @@ def test_a_g1_run_logs_the_same_series_to_wandb_offline(tmp_path, g1_assets, cle
                            *FAST, *QUIET, WANDB, "training.wandb_project=soaklab-tests", f"training.log_dir={run_dir}"],
                           env=clean_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (folder,) = offline_runs(run_dir)  # offline by default: no account, no network
-    run = read_offline_run(folder)
+    # Offline by default (no account, no network): the training's folder, then the one the end of
+    # the run adds its figures with (post-training's `soaklab wandb summary`), both of one W&B run.
+    folder, summary_folder = offline_runs(run_dir)
+    run, end = read_offline_run(folder), read_offline_run(summary_folder)
+    assert end.run_id == run.run_id and end.history == {}
+    assert end.summary["train/status"] == "completed" and end.summary["train/completed_iterations"] == 12
     assert run.project == "soaklab-tests" and run.run_id
     assert assert_same_series(run_dir, run.history) > 50
     # The resolved run config is the run's config.
@@ -81,8 +85,10 @@ def test_two_ranks_make_one_wandb_run(start_train, clean_env, monkeypatch):
     monkeypatch.setenv("WANDB_RUN_GROUP", "sweep-x")  # what the DAG sets for a sweep's runs
     run = start_train(*RANKS, WANDB, "algo.max_iterations=30")
     assert run.wait() == 0, run.output()
-    (folder,) = offline_runs(run.run_dir)  # rank 0 alone logs
+    # Rank 0 alone logs: one W&B run, its training folder and the end-of-run summary's.
+    folder, summary_folder = offline_runs(run.run_dir)
     history = read_offline_run(folder)
+    assert read_offline_run(summary_folder).run_id == history.run_id
     assert history.group == "sweep-x"
     assert assert_same_series(run.run_dir, history.history) > 0
     # The rows are rank 0's combined ones: the replay size sums both ranks' rows, as TensorBoard has it.
