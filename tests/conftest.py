@@ -38,7 +38,8 @@ class CliResult:
 LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/workflow/test_dag.py", "tests/soak/test_monitor.py",
                  "tests/host/test_compile_cache.py", "tests/workflow/test_sweeps.py", "tests/workflow/test_records.py",
                  "tests/rl/test_ranks.py", "tests/rl/test_runtime.py", "tests/rl/test_resume.py",
-                 "tests/rl/test_reproducible.py", "tests/support/test_matrix.py")
+                 "tests/rl/test_reproducible.py", "tests/rl/test_wandb.py", "tests/workflow/test_wandb.py",
+                 "tests/support/test_matrix.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

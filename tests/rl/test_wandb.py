@@ -99,7 +99,7 @@ def test_two_ranks_make_one_wandb_run(start_train, clean_env, monkeypatch):
 def test_a_full_wandb_folder_stops_wandb_not_training(start_train, tmpfs, clean_env, monkeypatch):
     disk = tmpfs("4m")
     monkeypatch.setenv("WANDB_DIR", str(disk))
-    run = start_train(WANDB, "algo.max_iterations=100000", "training.max_wall_minutes=0.75")
+    run = start_train(WANDB, "algo.max_iterations=100000", "training.max_wall_minutes=0.5")
     run.wait_for_iteration(20, timeout=120)
     # Fill W&B's disk for real, leaving less than the sink's margin.
     free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
