@@ -145,14 +145,15 @@ def g1_config(num_envs: int, motion: Path, *overrides: str, sim: str = "mujoco")
 @pytest.fixture
 def make_g1(g1_assets):
     """Build G1 envs on the session's assets; closes them afterwards."""
+    from soaklab.tasks.env import EnvSpec
     from soaklab.tasks.registry import make_env
 
     made = []
 
     def build(num_envs: int, *overrides: str, compile_terms: bool = False, sim: str = "mujoco"):
         # sim=mjwarp without a GPU steps on warp's CPU device (soaklab.sim.mjwarp)
-        env = make_env("g1_motion_tracking", g1_config(num_envs, g1_assets.motion, *overrides, sim=sim),
-                       scene=g1_assets.scene, compile_terms=compile_terms)
+        run = g1_config(num_envs, g1_assets.motion, *overrides, sim=sim)
+        env = make_env("g1_motion_tracking", run, EnvSpec.of(run), g1_assets.scene, compile_terms=compile_terms)
         made.append(env)
         return env
 

@@ -15,6 +15,7 @@ import torch
 
 from soaklab.config.compose import compose
 from soaklab.host.info import cpu_capability
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 
@@ -22,7 +23,7 @@ def main(scene: str, motion: str, out: str) -> None:
     torch.set_num_threads(1)
     run = compose("sac", "g1_motion_tracking", "mujoco", ["algo.num_envs=4", f"env.motion={json.dumps(motion)}",
                                                          "env.num_threads=1"]).run
-    env = make_env("g1_motion_tracking", run, scene=Path(scene), compile_terms=True)
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(scene), compile_terms=True)
     generator = torch.Generator().manual_seed(0)
     rewards, observations = [], []
     env.reset()

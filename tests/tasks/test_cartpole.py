@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 
 from soaklab.config.compose import compose
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 
 def make(num_envs: int = 8, *overrides: str):
-    return make_env("cartpole_swingup", compose("sac", "cartpole_swingup", "mujoco",
-                                                [f"algo.num_envs={num_envs}", *overrides]).run)
+    run = compose("sac", "cartpole_swingup", "mujoco", [f"algo.num_envs={num_envs}", *overrides]).run
+    return make_env("cartpole_swingup", run, EnvSpec.of(run))
 
 
 def test_widths_and_random_policy_return():

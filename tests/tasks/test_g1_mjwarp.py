@@ -14,6 +14,7 @@ pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the war
 
 from soaklab.config.compose import compose  # noqa: E402
 from soaklab.gpu.capture import WARMUP_CALLS  # noqa: E402
+from soaklab.tasks.env import EnvSpec  # noqa: E402
 from soaklab.tasks.registry import make_env  # noqa: E402
 
 # Observations of the same seed on both backends after reset and 3 control steps (H200, 2026-11-29):
@@ -29,7 +30,7 @@ def build(g1_assets):
         config = compose("flashsac", "g1_motion_tracking", sim,
                          [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(g1_assets.motion))}",
                           *overrides]).run
-        e = make_env("g1_motion_tracking", config, scene=g1_assets.scene, device="cuda", compile_terms=False)
+        e = make_env("g1_motion_tracking", config, EnvSpec.of(config, "cuda"), g1_assets.scene, compile_terms=False)
         made.append(e)
         return e
 

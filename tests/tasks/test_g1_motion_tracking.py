@@ -188,13 +188,15 @@ def test_same_env_seed_is_bitwise_identical_across_runs_and_thread_counts(make_g
 
 
 def test_bad_motion_file_fails_closed(g1_assets, tmp_path):
+    from soaklab.tasks.env import EnvSpec
     from soaklab.tasks.registry import make_env
     from tests.conftest import g1_config
 
     bad = tmp_path / "broken.npz"
     bad.write_bytes(b"\x00" * 10)
     with pytest.raises(InvalidInput) as info:
-        make_env("g1_motion_tracking", g1_config(2, bad), scene=g1_assets.scene)
+        run = g1_config(2, bad)
+        make_env("g1_motion_tracking", run, EnvSpec.of(run), g1_assets.scene)
     assert str(bad) in str(info.value) and "\n" not in str(info.value)
 
 

@@ -15,6 +15,7 @@ import torch
 
 from soaklab.contract.sections import RunConfig
 from soaklab.metrics.events import current_tags, event_file, read_scalars
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.library import MotionLibraryEnv, block_sizes
 from soaklab.tasks.registry import make_env, step_metrics
 from tests.conftest import one_line
@@ -39,8 +40,9 @@ def test_each_block_tracks_its_clip_on_its_own_scene(cli, g1_assets, tmp_path):
 
     record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=5")
     motion = record["config"]["env"]["motion"]
-    env = make_env("g1_motion_tracking", RunConfig.of(record["config"], record["algo"]),
-                   scene_for_env(record["run"]["assets"], motion), compile_terms=False)
+    run = RunConfig.of(record["config"], record["algo"])
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), scene_for_env(record["run"]["assets"], motion),
+                   compile_terms=False)
     try:
         assert isinstance(env, MotionLibraryEnv) and env.labels == ("largebox", "crawl_slope")
         assert [e.num_envs for e in env.envs] == [3, 2] and env.num_envs == 5

@@ -41,6 +41,7 @@ from soaklab.config.compose import compose
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state, host_record, versions
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 SCHEMA_VERSION = 1
@@ -69,7 +70,8 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     if s.threads is not None:
         overrides.append(f"env.num_threads={s.threads}")
-    env = make_env("g1_motion_tracking", compose("sac", "g1_motion_tracking", "mujoco", overrides).run, scene=s.scene)
+    run = compose("sac", "g1_motion_tracking", "mujoco", overrides).run
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator().manual_seed(s.seed)
     env.reset()
@@ -169,7 +171,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
-    env = make_env("g1_motion_tracking", run, scene=s.scene, device="cuda")
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run, "cuda"), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator(device="cuda").manual_seed(s.seed)
 

@@ -153,13 +153,14 @@ def profile_phases(phases: list[tuple[str, Callable[[], Any]]], steps: int, devi
 def profile_env(num_envs: int, warmup: int, steps: int, seed: int, scene: Path, motion: Path,
                 trace: Path | None) -> dict[str, Any]:
     from soaklab.config.compose import compose
+    from soaklab.tasks.env import EnvSpec
     from soaklab.tasks.registry import make_env
 
     if not torch.cuda.is_available():
         raise InvalidInput("env_profile: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={num_envs}", f"env.seed={seed}", f"env.motion={json.dumps(str(motion))}"]
-    env = make_env("g1_motion_tracking", compose("sac", "g1_motion_tracking", "mjwarp", overrides).run,
-                   scene=scene, device="cuda")
+    run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run, "cuda"), scene)
     generator = torch.Generator(device="cuda").manual_seed(seed)
     actions = torch.zeros(num_envs, 29, device="cuda")
 

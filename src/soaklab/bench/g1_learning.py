@@ -40,6 +40,7 @@ from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_events
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 MANIFEST = Path("results/assets/manifest.json")
@@ -59,7 +60,7 @@ def baseline_env(num_envs: int, overrides: list[str]) -> Any:
     assets = assets_record(MANIFEST)
     run = compose("sac", "g1_motion_tracking", "mujoco",
                   [f"algo.num_envs={num_envs}", *overrides, f"env.motion={json.dumps(assets['motion'])}"]).run
-    return make_env("g1_motion_tracking", run, scene=Path(assets["scene"]), compile_terms=False)
+    return make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]), compile_terms=False)
 
 
 def score(env: Any, steps: int, replay: bool) -> dict[str, Any]:

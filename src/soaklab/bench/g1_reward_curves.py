@@ -28,6 +28,7 @@ from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
+from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 MANIFEST = Path("results/assets/manifest.json")
@@ -39,7 +40,7 @@ def zero_action_baseline(steps: int) -> dict:
     assets = assets_record(MANIFEST)
     run = compose("sac", "g1_motion_tracking", "mujoco",
                   [*OVERRIDES, f"env.motion={json.dumps(assets['motion'])}"]).run
-    env = make_env("g1_motion_tracking", run, scene=Path(assets["scene"]))
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]))
     stats = EpisodeStats(env.num_envs)
     env.reset()
     zeros = torch.zeros(env.num_envs, 29)

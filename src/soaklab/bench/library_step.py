@@ -39,11 +39,12 @@ def envs_to_time(num_envs: int) -> dict[str, tuple[str, int]]:
 def build(sim: str, motion: str, num_envs: int, seed: int, manifest: Path) -> Any:
     from soaklab.config.host import probe_host
     from soaklab.config.resolve import RunRequest, resolve
+    from soaklab.tasks.env import EnvSpec
     from soaklab.tasks.registry import make_env
 
     overrides = (f"algo.num_envs={num_envs}", f"env.motion={motion}", f"env.seed={seed}")
     resolved = resolve(RunRequest("flashsac", "g1_motion_tracking", sim, overrides, manifest), probe_host())
-    return make_env("g1_motion_tracking", resolved.run, resolved.scene, device=SIMS[sim])
+    return make_env("g1_motion_tracking", resolved.run, EnvSpec.of(resolved.run, SIMS[sim]), resolved.scene)
 
 
 def step_ms(env: Any, warmup: int, iters: int, seed: int) -> list[float]:

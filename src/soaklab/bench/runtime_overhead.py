@@ -75,6 +75,7 @@ def same_actions_rate(algo: str, envs: int, iters: int, warmup: int, assets: dic
     from soaklab.config.compose import compose
     from soaklab.rl.agents import make_agent
     from soaklab.rl.runner import seed_everything
+    from soaklab.tasks.env import EnvSpec
     from soaklab.tasks.registry import make_env
     from soaklab.tasks.spaces import task_spaces
 
@@ -85,7 +86,7 @@ def same_actions_rate(algo: str, envs: int, iters: int, warmup: int, assets: dic
     spaces = task_spaces("g1_motion_tracking")
     agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, envs, run.algo,
                        torch.device("cpu"))
-    env = make_env("g1_motion_tracking", run, scene=Path(assets["scene"]))
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]))
     obs, _ = env.reset()
     steps = []
     for _ in range(warmup + iters):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from soaklab.catalogue import BACKENDS, TASKS, tracking_tasks
-from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.policy.trained import TrainedRun
 
@@ -70,18 +69,6 @@ def sim_device(sim: str) -> str:
     """Where `sim` steps: MuJoCo on the CPU; MuJoCo Warp on the GPU, or on warp's CPU device where
     there is none (the same float32 physics, compiled for the host: slower, never different)."""
     return "cuda" if sim == "mjwarp" and torch.cuda.is_available() else "cpu"
-
-
-def evaluation_config(trained: TrainedRun, sim: str, episodes: int) -> RunConfig:
-    """The run's playback config (rollout.playback_config: MuJoCo, one physics thread) with one env
-    per episode, moved to MuJoCo Warp's device-resident env when `sim` is mjwarp."""
-    from soaklab.policy.rollout import playback_config
-
-    run = playback_config(trained, episodes)
-    if sim == "mjwarp":
-        run = replace(run, training=replace(run.training, sim_backend="mjwarp"),
-                      env=replace(run.env, collector_tensor_device=sim_device(sim)))
-    return run
 
 
 class OnnxPolicy:
@@ -129,13 +116,13 @@ def run_episodes(trained: TrainedRun, sim: str, episodes: int, clip: str, policy
     ends the clip, on the clip's own scene; the clip's figures and the largest |onnx - torch| action
     difference seen."""
     from soaklab.config.run_config import scene_of
+    from soaklab.policy.rollout import playback_config, playback_spec
     from soaklab.tasks.registry import make_env
 
-    device = sim_device(sim)
-    run = evaluation_config(trained, sim, episodes)
-    run = replace(run, env=replace(run.env, motion=clip))
+    # One env per episode on `sim`, tracking `clip`, as a playback steps it (one physics thread).
+    run, spec = playback_config(trained, clip), playback_spec(trained, episodes, sim, sim_device(sim))
     scene = scene_of(trained.record["run"].get("assets"), clip)
-    env = make_env(trained.task, run, Path(scene) if scene else None, device=device, compile_terms=False)
+    env = make_env(trained.task, run, spec, Path(scene) if scene else None, compile_terms=False)
     try:
         n, last = env.num_envs, env.num_frames - 1
         obs = env.start_at_first_frame()

@@ -12,16 +12,19 @@ import torch
 
 from soaklab.contract.sections import RunConfig
 from soaklab.policy.trained import TrainedRun
-from soaklab.tasks.env import StepResult
+from soaklab.tasks.env import EnvSpec, StepResult
 
 
-def playback_config(trained: TrainedRun, envs: int) -> RunConfig:
-    """The run's config on the CPU backend with `envs` envs (a GPU-trained policy plays on MuJoCo),
-    tracking the playback clip (a motion library's first: `soaklab evaluate` judges every clip)."""
+def playback_config(trained: TrainedRun, clip: str | None = None) -> RunConfig:
+    """The run's config as a playback steps it: one physics thread, tracking `clip` (default the
+    playback clip: a motion library's first; `soaklab evaluate` judges every clip)."""
     run = trained.run
-    return replace(run, algo=replace(run.algo, num_envs=envs),
-                   env=replace(run.env, motion=trained.playback_clip, collector_tensor_device="cpu", num_threads=1),
-                   training=replace(run.training, sim_backend="mujoco"))
+    return replace(run, env=replace(run.env, motion=clip or trained.playback_clip, num_threads=1))
+
+
+def playback_spec(trained: TrainedRun, envs: int, sim: str = "mujoco", device: str = "cpu") -> EnvSpec:
+    """`envs` envs from the run's seed, on MuJoCo by default (a GPU-trained policy plays on the CPU)."""
+    return EnvSpec(envs, trained.run.env.seed, sim, device)
 
 
 @contextmanager
@@ -29,7 +32,7 @@ def playback_env(trained: TrainedRun, envs: int) -> Iterator[Any]:
     """The run's task with `envs` envs on MuJoCo, closed afterwards."""
     from soaklab.tasks.registry import make_env
 
-    env = make_env(trained.task, playback_config(trained, envs), trained.scene(), device="cpu",
+    env = make_env(trained.task, playback_config(trained), playback_spec(trained, envs), trained.scene(),
                    compile_terms=False)
     try:
         yield env

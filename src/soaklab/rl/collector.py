@@ -15,12 +15,11 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
 from soaklab.files.checkpoints import collector_path
 from soaklab.files.jsonfiles import write_json_atomic
@@ -32,7 +31,7 @@ from soaklab.rl.resume import save_atomic
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import make_transport
-from soaklab.tasks.env import StepResult
+from soaklab.tasks.env import EnvSpec, StepResult
 from soaklab.tasks.registry import step_metrics
 
 
@@ -62,12 +61,6 @@ class CollectorSpec:
     run_dir: str | None = None
     save_interval: int = 0
     resume_from: str | None = None
-
-
-def group_run(run: RunConfig, size: int, group: int) -> RunConfig:
-    """The run as one inference group sees it: its env count, and a seed offset so groups differ."""
-    return replace(run, algo=replace(run.algo, num_envs=size),
-                   env=replace(run.env, seed=(run.env.seed + group) % (MAX_SEED + 1)))  # stays a valid seed
 
 
 def collector_main(spec: CollectorSpec) -> None:
@@ -148,8 +141,8 @@ class Collector:
         # The env's tensors live on the resolved carrier (a device-resident sim: the learner's GPU).
         device = spec.run.env.collector_tensor_device or "cpu"
         scene = Path(spec.scene) if isinstance(spec.scene, str) else spec.scene  # a library: per clip
-        self.envs = [make_env(spec.task, group_run(spec.run, b - a, g), scene, device=device)
-                     for g, (a, b) in enumerate(self.bounds)]
+        envs = EnvSpec.of(spec.run, device)
+        self.envs = [make_env(spec.task, spec.run, envs.group(b - a, g), scene) for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)

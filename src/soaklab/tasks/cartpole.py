@@ -16,7 +16,7 @@ import torch
 
 from soaklab.contract.sections import RunConfig
 from soaklab.sim.mujoco_cpu import MujocoBackend
-from soaklab.tasks.env import StepResult
+from soaklab.tasks.env import EnvSpec, StepResult
 from soaklab.tasks.metrics import reward_terms
 from soaklab.tasks.rng import ManagerRng
 from soaklab.tasks.spaces import TASK_SPACES
@@ -145,8 +145,7 @@ class CartpoleSwingupEnv:
         self.backend.close()
 
 
-def build(run: RunConfig, scene: object, device: str, compile_terms: bool) -> CartpoleSwingupEnv:
+def build(run: RunConfig, spec: EnvSpec, scene: object, compile_terms: bool) -> CartpoleSwingupEnv:
     """The catalogue's builder (soaklab.catalogue.TASKS): no scene, no assets (the model is built here)."""
-    env = run.env
-    return CartpoleSwingupEnv(SwingupConfig.from_config(run.task), run.algo.num_envs, env.seed, env.num_threads,
-                              env.episode_length_s, device)
+    return CartpoleSwingupEnv(SwingupConfig.from_config(run.task), spec.num_envs, spec.seed, run.env.num_threads,
+                              run.env.episode_length_s, spec.device)

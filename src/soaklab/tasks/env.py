@@ -8,12 +8,38 @@ one), so a replay row's next_obs is always the true successor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from soaklab.contract.contract import MAX_SEED
 from soaklab.tasks.spaces import TaskSpaces
+
+if TYPE_CHECKING:
+    from soaklab.contract.sections import RunConfig
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What `make_env` builds beside the task's own settings: how many envs, from which seed, on which
+    simulator backend and tensor device. A run's config holds the env count once (algo.num_envs);
+    a collector's inference group, a playback or an evaluation derives its spec from it here, never by
+    patching the run."""
+
+    num_envs: int
+    seed: int
+    sim: str
+    device: str = "cpu"
+
+    @classmethod
+    def of(cls, run: RunConfig, device: str = "cpu") -> EnvSpec:
+        """The run's own envs: algo.num_envs from env.seed on training.sim_backend."""
+        return cls(run.algo.num_envs, run.env.seed, run.training.sim_backend, device)
+
+    def group(self, size: int, group: int) -> EnvSpec:
+        """One inference group's envs: its size, and a seed offset so groups differ (kept a valid seed)."""
+        return replace(self, num_envs=size, seed=(self.seed + group) % (MAX_SEED + 1))
 
 
 @dataclass(frozen=True)

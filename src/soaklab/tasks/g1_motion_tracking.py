@@ -19,14 +19,13 @@ import torch
 
 from soaklab.assets import g1
 from soaklab.assets.motion import MotionClip
-from soaklab.contract.contract import MAX_SEED
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.host.compile_cache import use_keyed_cache
 from soaklab.sim.mujoco_cpu import MujocoBackend
 from soaklab.tasks import g1_terms as terms
 from soaklab.tasks import metrics as metrics_table
-from soaklab.tasks.env import BatchedEnv, StepResult
+from soaklab.tasks.env import BatchedEnv, EnvSpec, StepResult
 from soaklab.tasks.quat import quat_apply_inverse, quat_from_yaw, quat_mul
 from soaklab.tasks.rng import ManagerRng
 from soaklab.tasks.sampling import FrameSampler
@@ -615,7 +614,7 @@ def episode_return_bound(cfg: TrackingConfig) -> float:
     return sum(w for k, w in cfg.weights.items() if w > 0) * cfg.ctrl_dt
 
 
-def build(run: RunConfig, scene: Path | str | Mapping[str, str] | None, device: str,
+def build(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] | None,
           compile_terms: bool) -> BatchedEnv:
     """The catalogue's builder (soaklab.catalogue.TASKS): one clip's env, or a motion library of
     one block per clip, each on its clip's scene."""
@@ -624,7 +623,7 @@ def build(run: RunConfig, scene: Path | str | Mapping[str, str] | None, device: 
     from soaklab.tasks.library import MotionLibraryEnv, block_sizes
     from soaklab.tasks.metrics import clip_labels
 
-    env, num_envs = run.env, run.algo.num_envs
+    env = run.env
     if scene is None or env.motion is None:
         raise InvalidInput("g1_motion_tracking needs the scene and env.motion; run `soaklab assets pull`")
     tracking = TrackingConfig.from_config(run.task)
@@ -632,11 +631,12 @@ def build(run: RunConfig, scene: Path | str | Mapping[str, str] | None, device: 
     def one(motion: str, scene_path: str, n: int, seed: int) -> G1MotionTrackingEnv:
         clip = load_motion(Path(motion), load_scene(Path(scene_path)))
         return G1MotionTrackingEnv(str(scene_path), clip, tracking, n, seed, env.num_threads, env.sampler,
-                                   env.episode_length_s, device, compile_terms, sim=run.training.sim_backend)
+                                   env.episode_length_s, spec.device, compile_terms, sim=spec.sim)
 
     if isinstance(env.motion, str):
-        return one(env.motion, str(scene if not isinstance(scene, Mapping) else scene[env.motion]), num_envs, env.seed)
-    sizes = block_sizes(num_envs, len(env.motion))
-    return MotionLibraryEnv(clip_labels(env.motion), [
-        one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, (env.seed + k) % (MAX_SEED + 1))
+        scene_path = scene if not isinstance(scene, Mapping) else scene[env.motion]
+        return one(env.motion, str(scene_path), spec.num_envs, spec.seed)
+    sizes = block_sizes(spec.num_envs, len(env.motion))
+    return MotionLibraryEnv(clip_labels(env.motion), [  # each block a group of its own: its seed offset
+        one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, spec.group(n, k).seed)
         for k, (m, n) in enumerate(zip(env.motion, sizes, strict=True))])

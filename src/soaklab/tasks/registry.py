@@ -11,7 +11,7 @@ import torch
 from soaklab.catalogue import BACKENDS, TASKS, choices, load
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import SettingError
-from soaklab.tasks.env import BatchedEnv, StepResult
+from soaklab.tasks.env import BatchedEnv, EnvSpec, StepResult
 
 COMPILE_ENV = "SOAKLAB_TORCH_COMPILE"
 
@@ -21,22 +21,21 @@ def compile_terms_from_env() -> bool:
     return os.environ.get(COMPILE_ENV, "1") != "0"
 
 
-def make_env(task: str, run: RunConfig, scene: Path | str | Mapping[str, str] | None = None,
-             device: str = "cpu", compile_terms: bool | None = None) -> BatchedEnv:
-    """The env for `task` with the algo/env/task settings of a run's typed config, built by the
-    task's catalogue builder (soaklab.catalogue.TASKS). `scene`: one scene, or (a motion library)
-    each clip path's scene (soaklab.config.run_config.scene_for_env)."""
+def make_env(task: str, run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] | None = None,
+             compile_terms: bool | None = None) -> BatchedEnv:
+    """The env for `task`: `spec`'s envs (count, seed, backend, device) with the env/task settings of
+    a run's typed config, built by the task's catalogue builder (soaklab.catalogue.TASKS). `scene`:
+    one scene, or (a motion library) each clip path's scene (soaklab.config.run_config.scene_for_env)."""
     if compile_terms is None:
         compile_terms = compile_terms_from_env()
     if task not in TASKS:
         raise SettingError("--task", task, f"must be one of {choices(TASKS)}")
-    backend = run.training.sim_backend
-    if backend not in BACKENDS:
-        raise SettingError("training.sim_backend", backend, f"this build steps {choices(BACKENDS)} only")
-    if backend not in TASKS[task].backends:
-        raise SettingError("training.sim_backend", backend,
+    if spec.sim not in BACKENDS:
+        raise SettingError("training.sim_backend", spec.sim, f"this build steps {choices(BACKENDS)} only")
+    if spec.sim not in TASKS[task].backends:
+        raise SettingError("training.sim_backend", spec.sim,
                            f"task {task} steps on {', '.join(TASKS[task].backends)} only")
-    return load(TASKS[task].builder)(run, scene, device, compile_terms)
+    return load(TASKS[task].builder)(run, spec, scene, compile_terms)
 
 
 def step_metrics(result: StepResult) -> dict[str, torch.Tensor]:
