@@ -16,7 +16,7 @@ soak: $(STAMP)
 	$(VENV)/bin/snakemake soak --cores 1
 
 test: $(STAMP)
-	$(VENV)/bin/pytest -n auto --dist loadscope  # a worker per core: each test owns its files and processes
+	$(VENV)/bin/pytest -n auto --dist loadscope --durations=15  # a worker per core: each test owns its files and processes; the slowest 15 printed (the CI budget)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests

@@ -184,7 +184,7 @@ def test_every_name_of_the_catalogue_is_the_one_the_schemas_the_snakefile_and_th
     # The Snakefile's sim wildcard is the catalogue's backends, read through common.smk.
     assert 'sim="|".join(SIMS)' in (REPO / "Snakefile").read_text()
     assert "SIMS = tuple(catalogue.BACKENDS)" in STANDALONE_LOADER.read_text()
-    # The owner tree: an owner file per algorithm, per task it runs, per backend the task steps on.
+    # The owners are the catalogue's pairings: any algorithm, any task, each backend the task steps on.
     assert set(available_algos()) == set(ALGORITHMS)
     for algo in ALGORITHMS:
         assert set(available_tasks(algo)) == set(TASKS), algo
@@ -192,6 +192,14 @@ def test_every_name_of_the_catalogue_is_the_one_the_schemas_the_snakefile_and_th
             assert set(available_sims(algo, name)) == set(task.backends), (algo, name)
     for task in TASKS.values():
         assert set(task.backends) <= set(BACKENDS), task.name
+    # The owner tree is optional per pairing, but never stale: every file names a catalogue owner.
+    root = PKG / "config" / "defaults"
+    for path in root.glob("*/task/*/*.yaml"):
+        algo, _, task, sim = path.relative_to(root).with_suffix("").parts
+        assert algo in ALGORITHMS and task in TASKS, path
+        assert sim == "base" or sim in TASKS[task].backends, path
+    assert {p.stem for p in (root / "_shared" / "task").glob("*.yaml")} <= set(TASKS)
+    assert {p.parent.name for p in root.glob("*/config.yaml")} - {"_shared"} <= set(ALGORITHMS)
 
 
 def test_every_reference_of_the_catalogue_loads():

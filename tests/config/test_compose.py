@@ -75,12 +75,14 @@ def test_owner_file_with_unknown_key_fails_closed(tmp_path, monkeypatch):
     import shutil
 
     from soaklab.config import compose as compose_mod
+    from soaklab.config import owners
 
     root = tmp_path / "conf"
     shutil.copytree(compose_mod.CONF_ROOT, root)
     (root / "sac/task/g1_motion_tracking/mujoco.yaml").write_text(
         "inherits: base.yaml\ntraining:\n  sim_backend: mujoco\n  inference_slots: 2\n")
-    monkeypatch.setattr(compose_mod, "CONF_ROOT", root)
+    for module in (compose_mod, owners):
+        monkeypatch.setattr(module, "CONF_ROOT", root)
     with pytest.raises(InvalidInput) as info:
         compose("sac", "g1_motion_tracking", "mujoco")
     assert "unknown key training.inference_slots" in str(info.value)

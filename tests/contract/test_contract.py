@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -122,8 +123,15 @@ def test_runtime_settings_are_frozen_and_derive_rows_per_sync():
     }
     settings = resolve_runtime_settings(config)
     assert settings.learner_rows_per_sync == 192
-    with pytest.raises(AttributeError):
-        settings.num_envs = 5  # type: ignore[misc]
+    # The effective values are the limits' own: a null slot_rows is algo.num_envs.
+    assert (settings.inference_slot_capacity, settings.replay_ingress_depth, settings.replay_ingress_slot_rows,
+            settings.collector_metrics_interval) == (2, 2, 4, 1)
+    assert resolve_runtime_settings({**config, "training": {**config["training"], "replay_ingress_slot_rows": None}}
+                                    ).replay_ingress_slot_rows == 10
+    # One holder per value: what the config states is the run config's, never repeated here.
+    assert [f.name for f in dataclasses.fields(settings)] == ["limits"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.limits = {}  # type: ignore[misc]
 
 
 def test_check_exact_int_names_key_and_value():

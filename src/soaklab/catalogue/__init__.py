@@ -9,13 +9,22 @@ tests/test_structure.py holds the JSON Schema enums, the Snakefile and the owner
 Standard library only: the settings contract (a leaf) and the Snakefile (which loads this file by
 path before soaklab is importable) read it too. docs/architecture.md, "How to add ...", says which
 files a new entry touches.
+
+Plug-ins: an installed distribution adds entries through the `soaklab.catalogue` entry-point group;
+each entry point names an iterable of Algorithm, Task and Backend entries (its code lives in the
+plug-in, its defaults in the YAML its entry names). They are read once, when this module loads, so a
+spawned collector sees the same catalogue as its learner.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
+
+PLUGIN_GROUP = "soaklab.catalogue"
 
 HOST_BRIDGE = "host_bridge"  # the backend keeps its state in host memory; tensors are a view of it
 DEVICE_RESIDENT = "device_resident"  # the backend keeps its state on the GPU (or warp's CPU device)
@@ -26,6 +35,9 @@ class Algorithm:
     name: str
     config: str  # "module:Class": the `algo` section's typed config
     agent: str  # "module:Class": the agent, built with (obs, critic obs, action, envs, config, device)
+    # A YAML of its `algo` defaults (the shared keys' values it changes; keys of its own config
+    # class); None: config/defaults/<name>/config.yaml where it is, else the shared defaults alone.
+    defaults: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,7 @@ class Backend:
 @dataclass(frozen=True)
 class Task:
     name: str
-    builder: str  # "module:function": (run, scene, device, compile_terms) -> BatchedEnv
+    builder: str  # "module:function": (run, EnvSpec, scene, compile_terms) -> BatchedEnv
     actor_obs: int
     critic_obs: int
     action: int
@@ -48,6 +60,9 @@ class Task:
     needs_assets: bool  # the G1 model and clips (`soaklab assets pull`) before it resolves
     tracking_metrics: tuple[str, ...] = ()  # per-step measures logged but never rewarded
     tracking: bool = False  # follows a reference clip: motion libraries, first-frame evaluation, tracking figures
+    # A YAML defining its `task:` keys (and any values it changes); None: the owner tree's
+    # config/defaults/_shared/task/<name>.yaml where it is, else no task keys.
+    defaults: str | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
@@ -72,6 +87,25 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     Task("cartpole_swingup", "soaklab.tasks.cartpole:build", actor_obs=5, critic_obs=5, action=1,
          reward_terms=("upright", "centered", "control"), backends=("mujoco",), needs_assets=False),
 )}
+
+
+def _add_plugins() -> None:
+    """Every installed plug-in's entries, into the tables above. A name already taken is refused: a
+    plug-in adds to the catalogue, it never replaces what is there."""
+    tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
+    for point in entry_points(group=PLUGIN_GROUP):
+        entries: Iterable[Any] = point.load()
+        for entry in entries:
+            table = tables.get(type(entry))
+            if table is None:
+                raise TypeError(f"plug-in {point.value}: {entry!r} is not an Algorithm, Task or Backend")
+            if entry.name in table:
+                raise ValueError(f"plug-in {point.value}: {type(entry).__name__.lower()} {entry.name!r} "
+                                 "is already in the catalogue; choose another name")
+            table[entry.name] = entry
+
+
+_add_plugins()
 
 
 def tracking_tasks() -> tuple[str, ...]:

@@ -30,7 +30,7 @@ def cmd_config_resolve(args: argparse.Namespace) -> int:
     print(resolved.devices.mapping_line())
     budget, c = resolved.budget, resolved.composed
     print(
-        f"config: {c.algo}/{c.task}/{c.sim} num_envs={resolved.settings.num_envs} "
+        f"config: {c.algo}/{c.task}/{c.sim} num_envs={resolved.run.algo.num_envs} "
         f"slot_rows={resolved.settings.replay_ingress_slot_rows} tensor budget "
         f"{budget.total_bytes / (1 << 20):.0f} MiB; {record['config_hash'][:19]}... -> {args.out}"
     )

@@ -22,7 +22,16 @@ from omegaconf.errors import OmegaConfBaseException
 
 from soaklab.config.loggers import check_loggers
 from soaklab.config.overrides import Override, apply_overrides, parse_overrides, suggest
-from soaklab.config.owners import CONF_ROOT, SHARED, available_algos, available_sims, available_tasks
+from soaklab.config.owners import (
+    CONF_ROOT,
+    SHARED,
+    algo_defaults,
+    available_algos,
+    available_sims,
+    available_tasks,
+    owner_file,
+    task_defaults,
+)
 from soaklab.config.ranges import check_ranges
 from soaklab.contract.removed import check_removed_keys
 from soaklab.contract.sections import RunConfig
@@ -80,7 +89,9 @@ def owner_chain(algo: str, task: str, sim: str) -> list[Path]:
     if sim not in available_sims(algo, task):
         raise SettingError("--sim", sim, f"must be one of {', '.join(available_sims(algo, task))} for {algo}/{task}")
     chain: list[Path] = []
-    path = CONF_ROOT / algo / "task" / task / f"{sim}.yaml"
+    path = owner_file(algo, task, sim)
+    if path is None:  # no owner file: the shared defaults and the entries' own (soaklab.config.owners)
+        return chain
     while True:
         if path in chain:
             raise InvalidInput(f"{path}: `inherits:` forms a cycle")
@@ -99,14 +110,12 @@ def compose(algo: str, task: str, sim: str, overrides: list[str] | tuple[str, ..
     parsed = parse_overrides(overrides)
     check_removed_keys(o.key for o in parsed)
     chain = owner_chain(algo, task, sim)
-    task_file = CONF_ROOT / SHARED / "task" / f"{task}.yaml"
-
-    cfg = OmegaConf.merge(
-        _load(CONF_ROOT / SHARED / "common.yaml"), _load(CONF_ROOT / algo / "config.yaml"), _load(task_file)
-    )
+    layers = [CONF_ROOT / SHARED / "common.yaml", algo_defaults(algo), task_defaults(task)]
+    cfg = OmegaConf.merge(*(_load(path) for path in layers if path is not None))
     assert isinstance(cfg, DictConfig)
     known = leaf_keys(OmegaConf.to_container(cfg))
     OmegaConf.set_struct(cfg, True)
+    cfg.training.sim_backend = sim  # what --sim names; an owner file may say it again, never otherwise
     for path in chain:
         layer = _load(path)
         layer.pop("inherits", None)

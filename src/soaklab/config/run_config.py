@@ -162,7 +162,7 @@ def resolve_run_config(
         composed.get("training.device"),
         composed.get("training.collector_tensor_device"),
         composed.get("training.sim_backend"),
-        settings.cuda_process_sharing,
+        composed.get("training.cuda_process_sharing"),  # checked by the contract above
         host,
         allow_cuda_learner_cpu_carrier,
     )
@@ -175,7 +175,7 @@ def resolve_run_config(
                            "bound a data-parallel run with algo.max_iterations")
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_motion_library(composed)
-    layout = layout_of(settings, composed.task, composed.get("env.motion"))
+    layout = layout_of(settings, composed.get("algo.num_envs"), composed.task, composed.get("env.motion"))
     budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
     resolved = ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
@@ -276,10 +276,11 @@ def ranks_of(config: dict[str, Any], devices: ResolvedDevices, host: HostCapabil
                          host.cpu_ids or usable_cpus())
 
 
-def layout_of(settings: RuntimeSettings, task: str, motion: Any = None) -> Layout:
-    """The runtime's shapes for `task` under `settings` (and env.motion: a library reports each clip
-    too): derived here once, read by every part."""
-    return runtime_layout(settings, task_spaces(task), len(collector_metrics(task, clip_labels(motion))))
+def layout_of(settings: RuntimeSettings, num_envs: int, task: str, motion: Any = None) -> Layout:
+    """The runtime's shapes for `num_envs` envs of `task` under `settings` (and env.motion: a library
+    reports each clip too): derived here once, read by every part."""
+    return runtime_layout(settings, num_envs, task_spaces(task),
+                          len(collector_metrics(task, clip_labels(motion))))
 
 
 def check_motion_library(composed: ComposedConfig) -> None:

@@ -101,21 +101,39 @@ class RuntimeLimit:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """The bounded tensor-runtime settings handed to the runner; nothing else is."""
+    """What the settings contract decides beyond the config's own values: each bounded runtime knob
+    as checked (configured, default, effective, maximum) and the learner's rows per sync. The values
+    the config states (algo.num_envs, algo.batch_size, training.cuda_process_sharing, ...) have one
+    holder, the run's typed config (contract.sections.RunConfig); a knob's effective value (`null`
+    resolved against algo.num_envs) has one too, its limit here, which the properties read."""
 
-    num_envs: int
-    batch_size: int
-    updates_per_step: int
-    inference_slot_capacity: int
-    collector_metrics_interval: int
-    replay_ingress_depth: int
-    replay_ingress_slot_rows: int
-    cuda_process_sharing: str | None
     limits: Mapping[str, RuntimeLimit]
+
+    def effective(self, key: str) -> int:
+        value = self.limits[key].effective
+        assert value is not None, f"{key}: every limit the contract sets has an effective value"
+        return value
+
+    @property
+    def inference_slot_capacity(self) -> int:
+        return self.effective("training.inference_slot_capacity")
+
+    @property
+    def collector_metrics_interval(self) -> int:
+        return self.effective("training.collector_metrics_interval")
+
+    @property
+    def replay_ingress_depth(self) -> int:
+        return self.effective("training.replay_ingress_depth")
+
+    @property
+    def replay_ingress_slot_rows(self) -> int:
+        """Rows per ingress slot, effective (the config's `null` is algo.num_envs)."""
+        return self.effective("training.replay_ingress_slot_rows")
 
     @property
     def learner_rows_per_sync(self) -> int:
-        return self.batch_size * self.updates_per_step
+        return self.effective("learner.rows_per_sync")
 
     def runtime_limits(self) -> dict[str, dict[str, int | None]]:
         return {key: vars(limit).copy() for key, limit in self.limits.items()}
@@ -133,27 +151,15 @@ def resolve_runtime_settings(config: Mapping[str, Any]) -> RuntimeSettings:
     num_envs = check_exact_int("algo.num_envs", lookup(config, "algo.num_envs"))
     batch_size = check_exact_int("algo.batch_size", lookup(config, "algo.batch_size"))
     updates = check_exact_int("algo.updates_per_step", lookup(config, "algo.updates_per_step"))
-    sharing = check_cuda_process_sharing(lookup(config, "training.cuda_process_sharing"))
+    check_cuda_process_sharing(lookup(config, "training.cuda_process_sharing"))
 
-    effective: dict[str, int] = {}
     limits: dict[str, RuntimeLimit] = {}
     for knob in KNOBS:
         configured = lookup(config, knob.key)
         check_knob(knob, configured, num_envs)
         value = num_envs if configured is None else configured
-        effective[knob.key] = value
         limits[knob.key] = RuntimeLimit(configured, knob.default, value, knob.bound(num_envs))
     limits["learner.rows_per_sync"] = RuntimeLimit(
         configured=None, default=None, effective=batch_size * updates, maximum=None
     )
-    return RuntimeSettings(
-        num_envs=num_envs,
-        batch_size=batch_size,
-        updates_per_step=updates,
-        inference_slot_capacity=effective["training.inference_slot_capacity"],
-        collector_metrics_interval=effective["training.collector_metrics_interval"],
-        replay_ingress_depth=effective["training.replay_ingress_depth"],
-        replay_ingress_slot_rows=effective["training.replay_ingress_slot_rows"],
-        cuda_process_sharing=sharing,
-        limits=limits,
-    )
+    return RuntimeSettings(limits=limits)

@@ -129,7 +129,7 @@ class Layout:
         return 2 * self.capacity + 2
 
 
-def runtime_layout(settings: RuntimeSettings, spaces: TaskSpaces, num_metrics: int) -> Layout:
-    return Layout(spaces=spaces, num_envs=settings.num_envs, capacity=settings.inference_slot_capacity,
+def runtime_layout(settings: RuntimeSettings, num_envs: int, spaces: TaskSpaces, num_metrics: int) -> Layout:
+    return Layout(spaces=spaces, num_envs=num_envs, capacity=settings.inference_slot_capacity,
                   depth=settings.replay_ingress_depth, slot_rows=settings.replay_ingress_slot_rows,
                   num_metrics=num_metrics)

@@ -159,7 +159,7 @@ def select_for_run(resolved: ResolvedRun, apply: bool) -> ResolvedRun:
     anywhere it cannot work); `apply` points this process, and what it spawns, at it. Before any
     CUDA call: the driver reads the choice when the context is created."""
     training = resolved.run.training
-    if resolved.settings.cuda_process_sharing != "mps":
+    if resolved.run.training.cuda_process_sharing != "mps":
         return resolved
     selection = replace(select_daemon(training.device),
                         learner_threads=training.mps_learner_thread_percentage,

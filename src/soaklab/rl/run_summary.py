@@ -170,8 +170,8 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
                 fps += report["final_env_steps_per_sec"]
     if outcome.cuda_process_sharing is not None:
         manifest["cuda_process_sharing"] = outcome.cuda_process_sharing
-    elif s.cuda_process_sharing is not None:  # failed before the evidence was taken
-        manifest["cuda_process_sharing"] = {"configured": s.cuda_process_sharing, "effective": None,
+    elif r.run.training.cuda_process_sharing is not None:  # failed before the evidence was taken
+        manifest["cuda_process_sharing"] = {"configured": r.run.training.cuda_process_sharing, "effective": None,
                                             "validated": False}
     exc = outcome.shutdown["exception"]
     return {

@@ -282,17 +282,17 @@ class Learner:
                                  wandb=self._wandb_sink(record))
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
-                                s.num_envs, self.cfg.algo, self.device)
+                                self.cfg.algo.num_envs, self.cfg.algo, self.device)
         if self.group is not None:
             self.agent.join(self.group.dp)
         algo = self.cfg.algo
         self.replay = ReplayRing(algo.replay_buffer_size, layout.row_width, layout.row_slices(), self.device,
-                                 seed=(algo.seed + 1) % (MAX_SEED + 1), stride=s.num_envs,
+                                 seed=(algo.seed + 1) % (MAX_SEED + 1), stride=self.cfg.algo.num_envs,
                                  n_step=algo.n_step, gamma=algo.gamma)
         self.timer = PhaseTimer(self.device)
         self.cuda_process_sharing = self._process_sharing_evidence()
-        self.stats = EpisodeStats(s.num_envs)
-        self.divergence = DivergenceWatch(s.num_envs)
+        self.stats = EpisodeStats(self.cfg.algo.num_envs)
+        self.divergence = DivergenceWatch(self.cfg.algo.num_envs)
         if self.resume is not None:
             self._restore(self.resume)
         # Read once: ResolvedRun derives them from its config (a copy), and every iteration logs them.
@@ -367,9 +367,9 @@ class Learner:
         slices = layout.row_slices()
         chunks = layout.chunks_per_vector
         vector = torch.zeros(layout.num_envs, layout.row_width, device=self.device)
-        schedule = UpdateSchedule.of(self.cfg.algo.learning_starts, self.settings.updates_per_step,
+        schedule = UpdateSchedule.of(self.cfg.algo.learning_starts, self.cfg.algo.updates_per_step,
                                      self.replay.n_step, self.agent.warmup_actions, self.hold_updates)
-        self.agent.bind(self.replay, self.settings.batch_size)
+        self.agent.bind(self.replay, self.cfg.algo.batch_size)
         self.device_log = DeviceLog(self.settings.collector_metrics_interval, layout.num_envs,
                                     self.agent.diag_names, self.device)
         self.diag_checked = tuple((f"loss/{name}", None) for name in self.agent.diag_names)

@@ -103,7 +103,7 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     print(f"train: config {origin}", flush=True)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
-          f"{resolved.settings.num_envs} envs x {resolved.run.algo.max_iterations} iterations{budget_words(resolved)} "
+          f"{resolved.run.algo.num_envs} envs x {resolved.run.algo.max_iterations} iterations{budget_words(resolved)} "
           f"-> {run_dir}", flush=True)
     threading.excepthook = _thread_error_line
     rank = None

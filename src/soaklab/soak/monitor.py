@@ -372,7 +372,7 @@ class Monitor:
             kind = trainer if trainer in TRAINER_CLASSIFICATIONS and trainer != "normal_completion" \
                 else "unknown_failure"
             return kind, summary["failure_reason"] or trainer
-        bad = failed(run_summary_checks(summary, self.resolved.settings.num_envs))
+        bad = failed(run_summary_checks(summary, self.resolved.run.algo.num_envs))
         if bad or returncode != 0:
             what = f"{bad[0].name}: expected {bad[0].expected!r}, got {bad[0].actual!r}" if bad \
                 else f"trainer exit code {returncode} with a completed run summary"
