@@ -2,7 +2,7 @@
 # On the GPU machine (through bootstrap.sh): where the G1 env step's time goes, at 1024 and 4096
 # envs (issue 49's starting profile), with today's phase times and raw ceilings beside it.
 #
-#   OUT=/root/profile-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/profile.sh
+#   OUT=/root/profile-out bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-05-h100-profile/profile.sh
 #
 # For each size in SIZES (default "1024 4096"):
 # - `soaklab bench backend --backends mjwarp`: the phases timed with CUDA events (no synchronisation),

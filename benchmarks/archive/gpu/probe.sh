@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, through bootstrap.sh: the phase-local backend probe (MuJoCo on the host's
 # cores and MJWarp on the GPU, each with its raw physics ceiling) at 1024, 4096 and 8192 envs.
-#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/probe.sh
+#   bash scripts/gpu/bootstrap.sh bash benchmarks/archive/gpu/probe.sh
 # SIZES="8192" runs one size; BACKENDS=mjwarp skips MuJoCo (the slow part on 16 cores).
 set -euo pipefail
 out=${OUT:-/tmp/soaklab-out}

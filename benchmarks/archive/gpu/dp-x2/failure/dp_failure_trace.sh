@@ -67,7 +67,7 @@ reader.join(5)
 wall = time.monotonic() - t0
 gpu_procs = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
                            capture_output=True, text=True).stdout.split()
-record = {"command": "bash scripts/gpu/bootstrap.sh bash scripts/gpu/dp_failure_trace.sh", "variant": name,
+record = {"command": "bash scripts/gpu/bootstrap.sh bash benchmarks/archive/gpu/dp-x2/failure/dp_failure_trace.sh", "variant": name,
           "environment": extra, "exit_code": code,
           "wall_s": round(wall, 1), "dumps": dumps, "gpu_processes_after": gpu_procs,
           "dev_shm_soaklab_after": sorted(glob.glob("/dev/shm/soaklab*"))}

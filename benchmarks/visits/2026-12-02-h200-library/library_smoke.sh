@@ -4,7 +4,7 @@
 # priority test, a short FlashSAC run over [largebox, crawl_slope] (each block on its own scene) and
 # its evaluation on MJWarp and, sim-to-sim, on MuJoCo. Logs and JSON land in $OUT/library-smoke.tgz.
 #
-#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/library_smoke.sh      # about 3 minutes
+#   bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-02-h200-library/library_smoke.sh      # about 3 minutes
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 logs=$(mktemp -d)

@@ -4,7 +4,7 @@
 # from their event files. Everything lands in $OUT (JSON per run, logs in one archive).
 #
 #   RUNS="flashsac:1024:3000 sac:1024:1500 flashsac:4096:1500" \
-#     bash scripts/gpu/bootstrap.sh bash scripts/gpu/throughput.sh
+#     bash scripts/gpu/bootstrap.sh bash benchmarks/archive/gpu/throughput/throughput.sh
 #
 # LEARNER_BENCH=0 skips the micro-benchmark; RUNS="" skips the training runs.
 set -uo pipefail
@@ -28,7 +28,7 @@ if [ -n "${RUNS-flashsac:1024:3000}" ]; then
       algo.save_interval=100000 "training.log_dir=$dir" >"$logs/train_$name.log" 2>&1 || status=1
     tail -2 "$logs/train_$name.log"
     python3 -m soaklab.bench.gpu_phases "$dir" --out "$out/phases_$name.json" --steady-from $((iters / 3)) \
-      --source "soaklab train --algo $algo --sim mjwarp algo.num_envs=$envs (scripts/gpu/throughput.sh)" \
+      --source "soaklab train --algo $algo --sim mjwarp algo.num_envs=$envs (benchmarks/archive/gpu/throughput/throughput.sh)" \
       >>"$logs/train_$name.log" 2>&1 || status=1
     cp "$dir/run_summary.json" "$logs/run_summary_$name.json" 2>/dev/null
   done

@@ -2,7 +2,7 @@
 # On the GPU machine (through bootstrap.sh): the CUDA-carrier and MPS tests, then a throughput
 # measurement of the canonical run (FlashSAC, G1, MJWarp, 1024 envs, MPS) to size gpu-short.yaml.
 #
-#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/cuda_check.sh
+#   bash scripts/gpu/bootstrap.sh bash benchmarks/archive/gpu/cuda_check.sh
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 iterations=${ITERATIONS:-1500}  # 0: the tests only

@@ -9,7 +9,7 @@ common=(--algo sac --task cartpole_swingup --sim mujoco training.device=cuda alg
 python3 - "$out" "${common[@]}" <<'PY'
 import json, os, subprocess, sys, time, glob
 out, args = sys.argv[1], sys.argv[2:]
-record = {"command": "bash scripts/gpu/bootstrap.sh bash scripts/gpu/dp_failure.sh", "runs": {}}
+record = {"command": "bash scripts/gpu/bootstrap.sh bash benchmarks/archive/gpu/dp-x2/failure/dp_failure.sh", "runs": {}}
 for name, extra, fault in (("clean", ["algo.max_iterations=300"], None),
                            ("rank1_collector_killed", ["algo.max_iterations=100000"], "kill_collector@100:1")):
     env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")

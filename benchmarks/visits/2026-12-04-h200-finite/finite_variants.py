@@ -1,6 +1,7 @@
 """Ways to flag the collector's ~15 tensors for NaN/inf on a GPU, timed at G1's shapes (issue 46).
 
-Needs torch alone (no staging): `python3 scripts/gpu/finite_variants.py --envs 1024,4096 --out X.json`.
+Needs torch alone (no staging):
+`python3 benchmarks/visits/2026-12-04-h200-finite/finite_variants.py --envs 1024,4096 --out X.json`.
 For each way: the host time to enqueue it (what the collector's thread spends, the GPU busy behind a
 queued sleep so launches never wait on it) and the GPU time between CUDA events with the work queued
 back to back; medians of --iters after a warm-up. Each way's flags are checked against a planted NaN."""
@@ -76,7 +77,8 @@ def main() -> None:
             results.append({"envs": n, "way": name, "host_enqueue_us": statistics.median(host),
                             "gpu_us": statistics.median(gpu)})
             print(json.dumps(results[-1]), flush=True)
-    record = {"command": "python3 scripts/gpu/finite_variants.py " + f"--envs {args.envs} --iters {args.iters}",
+    here = "benchmarks/visits/2026-12-04-h200-finite/finite_variants.py"
+    record = {"command": f"python3 {here} --envs {args.envs} --iters {args.iters}",
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": results}
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
