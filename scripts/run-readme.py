@@ -1,9 +1,10 @@
 """Run the README's command blocks as written: every ```bash block, each in a fresh shell from the
 repository root, in order; the first failing block fails the run. ```text blocks are shown, not run
-(GPU commands, servers). CI calls this after its own `make test` step, so that command is the one
-left out (named with the reason).
+(servers, cluster submissions). CI calls this after its own `make test` step, so that command is the
+one left out (named with the reason). `--gpu` runs the ```bash gpu blocks instead: the GPU user's
+commands, which CI (no GPU) never runs and a GPU visit runs as written (scripts/gpu/README.md).
 
-    python3 scripts/run-readme.py [--skip 'make test'] [README.md]
+    python3 scripts/run-readme.py [--skip 'make test'] [--gpu] [README.md]
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
-
-
-def bash_blocks(text: str) -> list[str]:
-    return [m.group(1) for m in BLOCK.finditer(text)]
+def bash_blocks(text: str, tag: str = "bash") -> list[str]:
+    """The bodies of the blocks fenced exactly as ```TAG (```bash never matches ```bash gpu)."""
+    return re.findall(rf"^```{re.escape(tag)}\n(.*?)^```", text, re.S | re.M)
 
 
 def main() -> int:
@@ -26,11 +25,13 @@ def main() -> int:
     parser.add_argument("readme", nargs="?", type=Path, default=Path("README.md"))
     parser.add_argument("--skip", action="append", default=[], metavar="COMMAND",
                         help="a command line run elsewhere (repeatable); skipped with a notice")
+    parser.add_argument("--gpu", action="store_true", help="run the ```bash gpu blocks (on a GPU machine)")
     args = parser.parse_args()
     root = args.readme.resolve().parent
-    blocks = bash_blocks(args.readme.read_text())
+    tag = "bash gpu" if args.gpu else "bash"
+    blocks = bash_blocks(args.readme.read_text(), tag)
     if not blocks:
-        print(f"run-readme: {args.readme} has no ```bash block", file=sys.stderr)
+        print(f"run-readme: {args.readme} has no ```{tag} block", file=sys.stderr)
         return 1
     for n, block in enumerate(blocks, 1):
         lines = []

@@ -81,3 +81,24 @@ def test_nothing_points_outside_the_repository():
     outside = re.compile("|".join([r"\.\./" + "shared", design + r"\.md", design + " §", "seeds" + "/"]))
     hits = {name: outside.findall(text) for name, text in tracked_text().items()}
     assert {name: found for name, found in hits.items() if found} == {}
+
+
+def test_the_readmes_gpu_block_is_run_by_gpu_visits_and_never_by_ci(tmp_path):
+    """scripts/run-readme.py runs ```bash blocks (CI) or, with --gpu, the ```bash gpu ones (a GPU
+    visit): one README, two audiences, each block run by exactly one of them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_readme", REPO / "scripts" / "run-readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = (REPO / "README.md").read_text()
+    gpu = module.bash_blocks(readme, "bash gpu")
+    assert len(gpu) == 1 and all(line.split()[0] in ("snakemake", "soaklab") for line in gpu[0].splitlines())
+    assert not any("configfile config/gpu" in block for block in module.bash_blocks(readme))
+    sample = tmp_path / "README.md"
+    sample.write_text("```bash gpu\necho gpu >> ran.txt\n```\n```bash\necho cpu >> ran.txt\n```\n")
+    for flags, expected in (([], "cpu\n"), (["--gpu"], "cpu\ngpu\n")):
+        done = subprocess.run(["python3", str(REPO / "scripts" / "run-readme.py"), *flags, str(sample)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "ran.txt").read_text() == expected

@@ -15,6 +15,10 @@ mkdir -p "$out"
 bash .device/install.sh >"$out/install.log" 2>&1 || { cat "$out/install.log"; echo "bootstrap: install failed" >&2; exit 2; }
 export PYTHONPATH=/root/site:$here/src
 export PATH=/root/site/bin:$PATH
+# soaklab runs from the checkout's src/ (not installed): the README's `soaklab ...` lines need a command.
+mkdir -p /root/site/bin
+command -v soaklab >/dev/null || printf '#!/bin/sh\nexec python3 -m soaklab "$@"\n' >/root/site/bin/soaklab
+chmod +x /root/site/bin/soaklab 2>/dev/null || true
 
 cache_parts=(.device/warpcache/warpcache.tgz.part.*)
 if [ -e "${cache_parts[0]}" ]; then
