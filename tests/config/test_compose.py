@@ -13,7 +13,7 @@ ALGO_KEYS = {"num_envs", "max_iterations", "batch_size", "updates_per_step", "re
              "num_blocks", "save_interval", "seed", "n_step", "obs_normalization", "log_std_min", "log_std_max",
              "warmup_actions", "alpha_init", "compile"}
 FLASHSAC_KEYS = {"num_bins", "v_min", "v_max", "actor_update_interval", "noise_zeta_mu", "noise_zeta_max", "use_amp"}
-ENV_KEYS = {"seed", "num_threads", "episode_length_s", "motion", "sampler", "collector_tensor_device"}
+ENV_KEYS = {"seed", "num_threads", "episode_length_s", "motion", "motion_weights", "sampler", "collector_tensor_device"}
 TRAINING_KEYS = {"device", "collector_tensor_device", "inference_slot_capacity", "collector_metrics_interval",
                  "replay_ingress_depth", "replay_ingress_slot_rows", "cuda_process_sharing", "sim_backend", "log_dir",
                  "dp_ranks", "dp_collector_cpu_ids", "export_onnx", "no_play", "collector_stream_priority",

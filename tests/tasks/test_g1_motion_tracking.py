@@ -330,3 +330,14 @@ def test_saved_state_continues_bit_for_bit_in_a_new_env(make_g1, sim):
         r = second.step(a)
         assert torch.equal(r.obs, obs) and torch.equal(r.reward, reward) and torch.equal(r.done, ended)
     assert torch.equal(second.sampler.failures, first.sampler.failures)
+
+
+def test_a_first_frame_share_starts_that_share_of_resets_at_frame_zero(make_g1):
+    never, always = make_g1(2).sampler, make_g1(2, "task.sampler_settings.first_frame_ratio=1.0").sampler
+    half = make_g1(2, "task.sampler_settings.first_frame_ratio=0.5").sampler
+    assert never.first_frame_ratio == 0.0 and bool((always.sample(500) == 0).all())
+    share = float((half.sample(4000) == 0).float().mean())
+    assert 0.45 < share < 0.55, share  # uniform starts land on frame 0 about 1 in 300 times
+    # At 0 no extra draw is made: the RNG stream of a run without the key is the one it always was.
+    a, b = make_g1(2).sampler, make_g1(2, "task.sampler_settings.first_frame_ratio=0.0").sampler
+    assert torch.equal(a.sample(64), b.sample(64)) and torch.equal(a.sample(64), b.sample(64))

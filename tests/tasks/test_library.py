@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from soaklab.contract.layout import block_sizes
 from soaklab.contract.sections import RunConfig
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.tasks.env import EnvSpec
-from soaklab.tasks.library import MotionLibraryEnv, block_sizes
+from soaklab.tasks.library import MotionLibraryEnv
 from soaklab.tasks.registry import make_env, step_metrics
 from tests.conftest import one_line
 from tests.policy.test_export import FAST, QUIET
@@ -26,6 +27,31 @@ RUN = ("--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco")
 
 def test_blocks_are_as_even_as_can_be():
     assert block_sizes(10, 3) == [4, 3, 3] and block_sizes(2, 2) == [1, 1] and block_sizes(7, 1) == [7]
+
+
+def test_weighted_blocks_follow_the_weights_and_keep_every_env():
+    assert block_sizes(10, 2, (1.0, 3.0)) == [3, 7]  # 2.5 and 7.5: the tie goes to the first
+    assert block_sizes(10, 3, (1.0, 1.0, 1.0)) == block_sizes(10, 3), "equal weights are the even split"
+    assert block_sizes(1024, 2, (1.0, 2.0)) == [341, 683]
+    for n in (2, 7, 1000, 1023):
+        assert sum(block_sizes(n, 3, (0.2, 0.5, 0.3))) == n
+
+
+def test_weights_decide_the_blocks_of_a_library_env(cli, g1_assets, tmp_path):
+    from soaklab.config.run_config import scene_for_env
+    from soaklab.tasks.env import EnvSpec
+
+    record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=8",
+                             "env.motion_weights=[1,3]")
+    assert record["config"]["env"]["motion_weights"] == [1, 3]
+    run = RunConfig.of(record["config"], record["algo"])
+    env = make_env("g1_motion_tracking", run, EnvSpec.of(run),
+                   scene_for_env(record["run"]["assets"], record["config"]["env"]["motion"]), compile_terms=False)
+    try:
+        assert [e.num_envs for e in env.envs] == [2, 6]
+        assert env.diagnostics()["motion_library"] == {"largebox": {"envs": 2}, "crawl_slope": {"envs": 6}}
+    finally:
+        env.close()
 
 
 def resolved_config(cli, g1_assets, tmp_path, *overrides: str) -> dict:
@@ -71,6 +97,15 @@ def test_each_block_tracks_its_clip_on_its_own_scene(cli, g1_assets, tmp_path):
      "algo.num_envs=1: must be >= the 2 clips of env.motion (each clip tracks a block of envs)"),
     (("env.motion=[largebox,{tmp}/largebox.npz]",), "two clips share the label 'largebox'"),
     (("env.motion=[largebox,{tmp}/missing.npz]",), "missing.npz does not exist"),
+    (("env.motion_weights=[1,3]",), "env.motion_weights=[1, 3]: weighs a motion library's clips"),
+    (("env.motion=[largebox,crawl_slope]", "env.motion_weights=[1]"),
+     "must be a list of 2 positive numbers, one per clip of env.motion"),
+    (("env.motion=[largebox,crawl_slope]", "env.motion_weights=[1,0]"), "(0 is not)"),
+    (("env.motion=[largebox,crawl_slope]", "env.motion_weights=[1,true]"), "(True is not)"),
+    (("env.motion=[largebox,crawl_slope]", "env.motion_weights=[1,.inf]"), "(inf is not)"),
+    (("env.motion=[largebox,crawl_slope]", "env.motion_weights=[1,100]", "algo.num_envs=20"),
+     "gives a clip no env of algo.num_envs=20 (blocks [0, 20])"),
+    (("task.sampler_settings.first_frame_ratio=1.5",), "task.sampler_settings.first_frame_ratio=1.5"),
 ])
 def test_a_bad_library_is_refused_in_one_line_and_nothing_is_written(cli, g1_assets, tmp_path, overrides, line):
     (tmp_path / "largebox.npz").write_bytes(g1_assets.motion.read_bytes())

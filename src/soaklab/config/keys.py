@@ -16,6 +16,7 @@ COMPILE_MODES = ("eager", "nets", "update", "auto")
 NULLABLE_KINDS: dict[str, type] = {
     "env.num_threads": int,
     "env.motion": str,
+    "env.motion_weights": list,  # checked whole at resolution (soaklab.config.run_config)
     "training.log_dir": str,
     "training.max_wall_minutes": float,  # a positive number (soaklab.config.ranges)
     "training.dp_ranks": int,

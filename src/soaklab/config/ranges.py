@@ -73,6 +73,7 @@ RANGES: dict[str, Range] = {
     "task.terminations.*": POSITIVE,
     "task.sampler_settings.adaptive_uniform_ratio": FRACTION,
     "task.sampler_settings.adaptive_alpha": UNIT,
+    "task.sampler_settings.first_frame_ratio": FRACTION,
     "training.max_wall_minutes": POSITIVE,  # a budget of zero minutes trains nothing
 }
 # Pairs whose first must lie below the second.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +19,7 @@ from soaklab.config.compose import ComposedConfig
 from soaklab.contract.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.contract.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities, ResolvedDevices, resolve_devices
-from soaklab.contract.layout import Layout, TaskSpaces, runtime_layout
+from soaklab.contract.layout import Layout, TaskSpaces, block_sizes, runtime_layout
 from soaklab.contract.ranks import RankPlan, resolve_ranks
 from soaklab.contract.sections import MotionSpec, RunConfig
 from soaklab.errors import InvalidInput, SettingError
@@ -285,8 +286,11 @@ def layout_of(settings: RuntimeSettings, num_envs: int, task: str, motion: Any =
 
 def check_motion_library(composed: ComposedConfig) -> None:
     """env.motion as a list: a tracking task, at least one env per clip, labels that tell clips apart."""
-    motion = composed.get("env.motion")
+    motion, weights = composed.get("env.motion"), composed.get("env.motion_weights")
     if not isinstance(motion, list):
+        if weights is not None:
+            raise SettingError("env.motion_weights", weights, "weighs a motion library's clips: "
+                               "give env.motion as a list, or leave env.motion_weights null")
         return
     if not TASKS[composed.task].tracking:
         raise SettingError("env.motion", motion, f"a motion library needs a tracking task "
@@ -295,11 +299,27 @@ def check_motion_library(composed: ComposedConfig) -> None:
     if num_envs < len(motion):
         raise SettingError("algo.num_envs", num_envs, f"must be >= the {len(motion)} clips of env.motion "
                            "(each clip tracks a block of envs)")
+    if weights is not None:
+        check_motion_weights(weights, len(motion), num_envs)
     labels = clip_labels(motion)
     twice = sorted({label for label in labels if labels.count(label) > 1})
     if twice:
         raise SettingError("env.motion", motion, f"two clips share the label {twice[0]!r} (a file's stem); "
                            "rename one of the files")
+
+
+def check_motion_weights(weights: Any, clips: int, num_envs: int) -> None:
+    """One positive, finite weight per clip, and at least one env in every clip's block."""
+    fix = f"a list of {clips} positive numbers, one per clip of env.motion"
+    if not isinstance(weights, list) or len(weights) != clips:
+        raise SettingError("env.motion_weights", weights, f"must be {fix}")
+    for w in weights:
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+            raise SettingError("env.motion_weights", weights, f"must be {fix} ({w!r} is not)")
+    sizes = block_sizes(num_envs, clips, tuple(float(w) for w in weights))
+    if min(sizes) < 1:
+        raise SettingError("env.motion_weights", weights, f"gives a clip no env of algo.num_envs={num_envs} "
+                           f"(blocks {sizes}); raise its weight or algo.num_envs")
 
 
 def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:

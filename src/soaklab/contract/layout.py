@@ -133,3 +133,19 @@ def runtime_layout(settings: RuntimeSettings, num_envs: int, spaces: TaskSpaces,
     return Layout(spaces=spaces, num_envs=num_envs, capacity=settings.inference_slot_capacity,
                   depth=settings.replay_ingress_depth, slot_rows=settings.replay_ingress_slot_rows,
                   num_metrics=num_metrics)
+
+
+def block_sizes(num_envs: int, clips: int, weights: tuple[float, ...] | None = None) -> list[int]:
+    """Envs per clip. Without weights as even as can be, the first blocks one larger: 10 envs over 3
+    clips -> 4, 3, 3. With weights (env.motion_weights) in their proportions, the envs left by rounding
+    down going to the largest remainders, the first on a tie: 10 over (1, 3) -> 3, 7."""
+    if weights is None:
+        base, extra = divmod(num_envs, clips)
+        return [base + (1 if k < extra else 0) for k in range(clips)]
+    total = sum(weights)
+    shares = [num_envs * w / total for w in weights]
+    sizes = [int(s) for s in shares]
+    by_remainder = sorted(range(clips), key=lambda k: (-(shares[k] - sizes[k]), k))
+    for k in by_remainder[:num_envs - sum(sizes)]:
+        sizes[k] += 1
+    return sizes

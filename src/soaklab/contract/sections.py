@@ -73,6 +73,8 @@ class EnvConfig:
     motion: MotionSpec
     sampler: str
     collector_tensor_device: str | None  # derived by resolution (the carrier); None until then
+    # Added after runs were first recorded: None is what those runs did (even blocks).
+    motion_weights: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class TrackingConfig:
     end_effector_height: float
     uniform_ratio: float
     adaptive_alpha: float
+    first_frame_ratio: float
     noise_joint_pos: float
     noise_root_pos: float
     noise_root_yaw: float
@@ -79,6 +80,8 @@ class TrackingConfig:
             end_effector_height=float(task["terminations"]["end_effector_height"]),
             uniform_ratio=float(task["sampler_settings"]["adaptive_uniform_ratio"]),
             adaptive_alpha=float(task["sampler_settings"]["adaptive_alpha"]),
+            # A record made before the key: no first-frame share, what those runs did.
+            first_frame_ratio=float(task["sampler_settings"].get("first_frame_ratio", 0.0)),
             noise_joint_pos=float(task["reset_noise"]["joint_pos"]),
             noise_root_pos=float(task["reset_noise"]["root_pos"]),
             noise_root_yaw=float(task["reset_noise"]["root_yaw"]),
@@ -220,7 +223,7 @@ class G1MotionTrackingEnv:
 
         self.max_episode_steps = int(round(episode_length_s / cfg.ctrl_dt))
         self.sampler = FrameSampler(self.num_frames, self.rng, sampler, cfg.uniform_ratio, cfg.adaptive_alpha,
-                                    lookahead=max(1, int(round(clip.fps))))
+                                    lookahead=max(1, int(round(clip.fps))), first_frame_ratio=cfg.first_frame_ratio)
         n = num_envs
         self.start_frame = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_step = torch.zeros(n, dtype=torch.long, device=dev)
@@ -620,7 +623,8 @@ def build(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] |
     one block per clip, each on its clip's scene."""
     from soaklab.assets.motion import load_motion
     from soaklab.assets.scene import load_scene
-    from soaklab.tasks.library import MotionLibraryEnv, block_sizes
+    from soaklab.contract.layout import block_sizes
+    from soaklab.tasks.library import MotionLibraryEnv
     from soaklab.tasks.metrics import clip_labels
 
     env = run.env
@@ -636,7 +640,7 @@ def build(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] |
     if isinstance(env.motion, str):
         scene_path = scene if not isinstance(scene, Mapping) else scene[env.motion]
         return one(env.motion, str(scene_path), spec.num_envs, spec.seed)
-    sizes = block_sizes(spec.num_envs, len(env.motion))
+    sizes = block_sizes(spec.num_envs, len(env.motion), env.motion_weights)
     return MotionLibraryEnv(clip_labels(env.motion), [  # each block a group of its own: its seed offset
         one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, spec.group(n, k).seed)
         for k, (m, n) in enumerate(zip(env.motion, sizes, strict=True))])

@@ -17,12 +17,6 @@ import torch
 from soaklab.tasks.env import StepResult
 
 
-def block_sizes(num_envs: int, clips: int) -> list[int]:
-    """As even as can be, the first blocks one larger: 10 envs over 3 clips -> 4, 3, 3."""
-    base, extra = divmod(num_envs, clips)
-    return [base + (1 if k < extra else 0) for k in range(clips)]
-
-
 class MotionLibraryEnv:
     def __init__(self, labels: tuple[str, ...], envs: list[Any]) -> None:
         self.labels, self.envs = labels, envs

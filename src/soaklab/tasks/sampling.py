@@ -14,11 +14,12 @@ class FrameSampler:
     frames weighted by the failures in the following `lookahead` frames, so
     episodes start shortly before the parts of the clip that keep failing; a
     `uniform_ratio` share of the probability stays uniform so every frame is
-    still visited.
+    still visited. Either mode starts a `first_frame_ratio` share of resets at the clip's first
+    frame (holosoma's 20 %): the part of a long clip an evaluation from its start must get through.
     """
 
     def __init__(self, num_frames: int, rng: ManagerRng, mode: str, uniform_ratio: float, alpha: float,
-                 lookahead: int) -> None:
+                 lookahead: int, first_frame_ratio: float = 0.0) -> None:
         if mode not in ("uniform", "adaptive"):
             raise ValueError(f"sampler mode {mode!r}")
         self.mode = mode
@@ -28,6 +29,7 @@ class FrameSampler:
         self.uniform_ratio = uniform_ratio
         self.alpha = alpha
         self.lookahead = lookahead
+        self.first_frame_ratio = first_frame_ratio
         self.failures = torch.zeros(num_frames, device=rng.device)
 
     def probabilities(self) -> torch.Tensor:
@@ -46,8 +48,13 @@ class FrameSampler:
 
     def sample(self, count: int) -> torch.Tensor:
         if self.mode == "uniform":
-            return self.rng.randint(self.num_starts, (count,))
-        return self.rng.categorical(self.probabilities(), count)
+            frames = self.rng.randint(self.num_starts, (count,))
+        else:
+            frames = self.rng.categorical(self.probabilities(), count)
+        if self.first_frame_ratio > 0:  # no draw at 0: the RNG stream of a run without it is unchanged
+            first = self.rng.uniform((count,), 0.0, 1.0) < self.first_frame_ratio
+            frames = torch.where(first, torch.zeros_like(frames), frames)
+        return frames
 
     def record(self, frames: torch.Tensor, failed: torch.Tensor) -> None:
         """Decay old counts and add one at the frame of each env whose episode just failed
