@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One table (JSON) and one chart (PNG) of a throughput-lever visit (scripts/gpu/levers.sh).
+"""One table (JSON) and one chart (PNG) of a throughput-lever visit
+(benchmarks/visits/2026-12-02-h200-levers/levers.sh).
 
 Reads the visit folder's `phases_<run>.json` (src/soaklab/bench/gpu_phases.py, one per training run),
 `backend_<envs>.json` (the env alone, same visit) and `learner.json` (the learner alone), and

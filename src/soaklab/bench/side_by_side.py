@@ -1,6 +1,6 @@
 """FlashSAC beside mjlab's PPO on the same G1 clip and GPU: one table and one figure (issue 29).
 
-Joins what `scripts/gpu/side_by_side.sh` brings back from one visit: mjlab's run
+Joins what `benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.sh` brings back from one visit: mjlab's run
 (`soaklab.bench.mjlab_ppo`), FlashSAC's (`soaklab.bench.g1_learning run`) with its phases
 (`soaklab.bench.gpu_phases`), and the raw physics ceiling (`soaklab.bench.warmup`), into JSON (the
 inputs' commands and commits, one row per learner) and a PNG of the time-out share and body error

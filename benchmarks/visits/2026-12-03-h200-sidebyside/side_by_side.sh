@@ -3,8 +3,8 @@
 # side-by-side with mjlab's PPO on the same G1 clip, one stage per device call so each fits one
 # 10-minute command and its JSON comes straight back in $OUT:
 #
-#   STAGE=mjlab    MINUTES=6 bash scripts/gpu/bootstrap.sh bash scripts/gpu/side_by_side.sh
-#   STAGE=flashsac MINUTES=6 bash scripts/gpu/bootstrap.sh bash scripts/gpu/side_by_side.sh
+#   STAGE=mjlab    MINUTES=6 bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.sh
+#   STAGE=flashsac MINUTES=6 bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.sh
 #
 # mjlab: mjlab and the wheels scripts/gpu/stage_mjlab.sh staged (carried in a call of their own to
 # /root/mjlab-wheels) installed into /root/site, then `soaklab.bench.mjlab_ppo` at ENVS (4096) envs for

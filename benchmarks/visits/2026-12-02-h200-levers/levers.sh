@@ -2,7 +2,7 @@
 # On the GPU machine (through bootstrap.sh, from a copy of the checkout): the one-GPU throughput
 # levers measured side by side in one visit, each against today's defaults run in the same visit.
 #
-#   OUT=/root/lever-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/levers.sh
+#   OUT=/root/lever-out bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-02-h200-levers/levers.sh
 #
 # 1. the env alone (`soaklab bench backend --backends mjwarp`) at 1024 and 4096 envs: the ceiling
 #    the env step inside a run is held against;
@@ -70,7 +70,7 @@ for spec in ${RUNS:-$default_runs}; do
     "${overrides[@]}" >"$logs/train_$name.log" 2>&1 || echo "run $name: train exited $?"
   tail -1 "$logs/train_$name.log"
   python3 -m soaklab.bench.gpu_phases "$dir" --out "$logs/phases_$name.json" --steady-from $((iters / 3)) \
-    --source "soaklab train --algo flashsac --sim mjwarp algo.num_envs=$envs ${overrides[*]} (scripts/gpu/levers.sh)" \
+    --source "soaklab train --algo flashsac --sim mjwarp algo.num_envs=$envs ${overrides[*]} (benchmarks/visits/2026-12-02-h200-levers/levers.sh)" \
     >"$logs/phases_$name.log" 2>&1 || tail -3 "$logs/phases_$name.log"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); p=d['phases_per_iteration']; \
 print('  ', d['steady_state']['env_steps_per_s'], 'env-steps/s; update', p['learner_update_ms']['median_ms'], \

@@ -2,7 +2,7 @@
 # On the GPU machine (through bootstrap.sh, from a copy of the checkout): resumed GPU runs judged
 # by the learning A/B (docs/runtime.md, "Resuming a run"), and what a checkpoint costs at 1024 envs.
 #
-#   OUT=/root/resume-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/resume_ab.sh
+#   OUT=/root/resume-out bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-05-h100-resume/resume_ab.sh
 #
 # 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py), the CUDA MPS daemon started,
 #    the kernel cache packed into $OUT at once;
@@ -74,7 +74,7 @@ cost=$work/cost-run
    algo.num_envs=1024 "algo.max_iterations=${COST_ITERATIONS:-3000}" "algo.save_interval=${COST_INTERVAL:-500}" \
    "training.log_dir=$cost" >"$work/cost-train.log" 2>&1; echo "cost run: exit $?")
 python3 -m soaklab.bench.checkpoint_cost "$cost" --steady-from 1000 --out "$work/pack/checkpoint-cost.json" \
-  --source "one FlashSAC G1 run alone on one $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS, 1024 envs, MJWarp (scripts/gpu/resume_ab.sh)" \
+  --source "one FlashSAC G1 run alone on one $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS, 1024 envs, MJWarp (benchmarks/visits/2026-12-05-h100-resume/resume_ab.sh)" \
   >"$work/cost.log" 2>&1; cat "$work/cost.log"
 cp "$cost/run_summary.json" "$work/pack/cost-run_summary.json" 2>/dev/null
 pack
