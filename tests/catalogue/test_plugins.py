@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PLUGIN = {
     "soaklab_dummy/__init__.py": '''
         """The plug-in's catalogue entries: plain facts and references, imported only when used."""
@@ -182,17 +184,28 @@ def test_a_plugin_task_and_algorithm_train_through_the_real_runtime(tmp_path):
     assert {"Train/reward/distance", "Train/reward/control", "Loss/critic"} <= tags, sorted(tags)
 
 
-def test_a_plugin_name_already_in_the_catalogue_is_refused(tmp_path):
-    clash = {**PLUGIN, "soaklab_dummy/__init__.py": '''
+@pytest.mark.parametrize(("init", "line"), [
+    ('''
         from soaklab.catalogue import Algorithm
 
         ENTRIES = (Algorithm("sac", "soaklab.contract.sections:AlgoConfig", "soaklab.rl.agents.sac:SACAgent"),)
-    '''}
-    env = install(tmp_path / "site", clash)
-    result = subprocess.run([sys.executable, "-c", "import soaklab.catalogue"], env=env, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode != 0
-    assert "plug-in soaklab_dummy:ENTRIES: algorithm 'sac' is already in the catalogue" in result.stderr
+    ''', "ValueError: algorithm 'sac' is already in the catalogue; choose another name; fix or uninstall it"),
+    ("ENTRIES = ('sac',)\n", "TypeError: 'sac' is not an Algorithm, Task or Backend"),
+    ("raise ImportError('no module named torchx')\n", "ImportError: no module named torchx"),
+])
+def test_a_bad_plugin_stops_every_command_in_one_line(tmp_path, init, line):
+    env = install(tmp_path / "site", {**PLUGIN, "soaklab_dummy/__init__.py": init})
+    out = tmp_path / "rc.json"
+    result = soaklab(env, tmp_path, "config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim",
+                     "mujoco", "--out", str(out))
+    assert result.returncode == 2 and not out.exists()
+    lines = [entry for entry in result.stderr.splitlines() if entry.strip()]
+    assert len(lines) == 1 and lines[0].startswith("soaklab: error: plug-in soaklab_dummy:ENTRIES"), lines
+    assert line in lines[0]
+    # and its entries are not half added: the built-in table is untouched
+    show = "from soaklab.catalogue import ALGORITHMS; print(sorted(ALGORITHMS))"
+    check = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=120)
+    assert check.stdout.strip() == "['flashsac', 'sac']"
 
 
 def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):

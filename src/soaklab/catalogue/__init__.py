@@ -89,20 +89,40 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 )}
 
 
+# One line per installed plug-in that could not be added (it failed to load, or named something
+# wrongly). Its entries are left out, and the command line refuses every command while one is listed
+# (soaklab.cli.main, exit 2): a run never starts with a catalogue other than the one installed.
+PLUGIN_ERRORS: list[str] = []
+
+
+def _plugin_entries(point: Any) -> list[Any]:
+    """A plug-in's entries, checked whole before any is added (a bad one adds none)."""
+    tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
+    entries = list(point.load())
+    for entry in entries:
+        table = tables.get(type(entry))
+        if table is None:
+            raise TypeError(f"{entry!r} is not an Algorithm, Task or Backend")
+        if entry.name in table:
+            raise ValueError(f"{type(entry).__name__.lower()} {entry.name!r} is already in the catalogue; "
+                             "choose another name")
+    return entries
+
+
 def _add_plugins() -> None:
     """Every installed plug-in's entries, into the tables above. A name already taken is refused: a
     plug-in adds to the catalogue, it never replaces what is there."""
     tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
     for point in entry_points(group=PLUGIN_GROUP):
-        entries: Iterable[Any] = point.load()
+        try:
+            entries: Iterable[Any] = _plugin_entries(point)
+        except Exception as exc:  # the plug-in's own code: whatever it raises is its failure
+            first = (str(exc).splitlines() or [""])[0]
+            PLUGIN_ERRORS.append(f"plug-in {point.value} ({PLUGIN_GROUP} entry point {point.name!r}): "
+                                 f"{type(exc).__name__}: {first}; fix or uninstall it")
+            continue
         for entry in entries:
-            table = tables.get(type(entry))
-            if table is None:
-                raise TypeError(f"plug-in {point.value}: {entry!r} is not an Algorithm, Task or Backend")
-            if entry.name in table:
-                raise ValueError(f"plug-in {point.value}: {type(entry).__name__.lower()} {entry.name!r} "
-                                 "is already in the catalogue; choose another name")
-            table[entry.name] = entry
+            tables[type(entry)][entry.name] = entry
 
 
 _add_plugins()

@@ -92,6 +92,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from soaklab.catalogue import PLUGIN_ERRORS
+
+    if PLUGIN_ERRORS:  # fail closed: no command runs with a plug-in half installed
+        print(f"soaklab: error: {PLUGIN_ERRORS[0]}", file=sys.stderr)
+        return 2
     try:
         preset_gl(argv)  # MuJoCo fixes MUJOCO_GL when first imported: the parser imports it
     except SoaklabError as exc:

@@ -100,6 +100,19 @@ def cmd_soak(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_shm_reclaim(args: argparse.Namespace) -> int:
+    from soaklab.rl.shm import reclaim_orphans
+
+    reclaimed, errors = reclaim_orphans(dry_run=args.dry_run)
+    verb = "would reclaim" if args.dry_run else "reclaimed"
+    for name in reclaimed:
+        print(f"shm: {verb} /dev/shm/{name}")
+    for line in errors:
+        print(f"shm: could not reclaim {line}", file=sys.stderr)
+    print(f"shm: {verb} {len(reclaimed)} segment(s) of learners that are gone")
+    return 1 if errors else 0
+
+
 def add_run_commands(sub: Any) -> None:
     """Train and soak: a run, alone or under the soak monitor."""
     train = sub.add_parser("train", help="run the learner and its collector")
@@ -135,3 +148,11 @@ def add_run_commands(sub: Any) -> None:
                       help="a numerics profile to run under ({\"cpu_capability\": \"avx2\", \"threads\": 2, "
                            "\"task_terms\": \"inductor\"}; docs/records.md): a bitwise record's runs carry one")
     soak.set_defaults(func=cmd_soak)
+
+    shm = sub.add_parser("shm", help="shared memory of runs")
+    shm_sub = shm.add_subparsers(dest="shm_command", metavar="ACTION", required=True)
+    reclaim = shm_sub.add_parser("reclaim", help="unlink /dev/shm segments whose learner is gone (a whole process "
+                                 "tree killed at once); run it where the runs ran: another pid namespace's "
+                                 "live runs look gone from here")
+    reclaim.add_argument("--dry-run", action="store_true", help="list them, unlink nothing")
+    reclaim.set_defaults(func=cmd_shm_reclaim)

@@ -10,13 +10,18 @@ a second owner.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from pathlib import Path
 
 import numpy as np
 
 SEGMENT_PREFIX = "soaklab"
+SHM_DIR = Path("/dev/shm")
+# What SharedArrays.create names: soaklab-<creating learner's pid>-<token>-<array>.
+SEGMENT_NAME = re.compile(rf"^{SEGMENT_PREFIX}-(\d+)-[0-9a-f]{{8}}-[a-z_]+$")
 
 
 @dataclass(frozen=True)
@@ -89,3 +94,34 @@ def leaked_segments(prefix: str = SEGMENT_PREFIX) -> list[str]:
         return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
     except FileNotFoundError:
         return []
+
+
+def orphaned_segments(shm_dir: Path = SHM_DIR) -> list[str]:
+    """soaklab segments whose creating learner is gone. A learner unlinks its segments on every exit it
+    lives through, and its resource tracker after a SIGKILL; only a kill of both (a whole process tree
+    killed at once: a session or a container ended) leaves them. Names of another form are not soaklab's
+    to judge and are never listed."""
+    import psutil
+
+    orphans = []
+    for name in sorted(os.listdir(shm_dir)) if shm_dir.is_dir() else []:
+        match = SEGMENT_NAME.match(name)
+        if match and not psutil.pid_exists(int(match.group(1))):
+            orphans.append(name)
+    return orphans
+
+
+def reclaim_orphans(shm_dir: Path = SHM_DIR, dry_run: bool = False) -> tuple[list[str], list[str]]:
+    """Unlink every orphaned segment: (the names reclaimed, one error line per name that could not be)."""
+    reclaimed, errors = [], []
+    for name in orphaned_segments(shm_dir):
+        if not dry_run:
+            try:
+                (shm_dir / name).unlink()
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            except OSError as exc:
+                errors.append(f"{shm_dir / name}: {exc.strerror or exc}")
+                continue
+        reclaimed.append(name)
+    return reclaimed, errors
