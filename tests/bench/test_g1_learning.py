@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from soaklab.bench.g1_learning import clip_curve_keys, clips_of, curves, plot, window_mean
+from soaklab.bench.g1_learning import RUN_DEFAULTS, clip_curve_keys, clips_of, curves, plot, run_defaults, window_mean
+from soaklab.config.compose import compose
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.tasks.metrics import collector_metrics
 
@@ -57,3 +58,15 @@ def test_a_one_clip_run_has_no_per_clip_figures(tmp_path: Path) -> None:
     points, _ = curves(tmp_path / "run")
     assert clips_of(points) == [] and clip_curve_keys(clips_of(points)) == []
     assert all(not key.startswith("clip/") for key in points[0])
+
+
+@pytest.mark.parametrize("given", [[], ["algo.save_interval=4000"], ["algo.max_iterations=10", "algo.save_interval=5"]])
+def test_the_benchmarks_own_settings_yield_to_the_callers(given: list[str]) -> None:
+    """The caller may ask for checkpoints along the run (a success-against-minutes table): the
+    composed train command gives each key once, which resolution insists on, and the caller's wins."""
+    overrides = [*run_defaults(given), *given]
+    cfg = compose("flashsac", "g1_motion_tracking", "mujoco", overrides).config
+    mine = dict(o.split("=", 1) for o in given)
+    for key, default in RUN_DEFAULTS.items():
+        section, name = key.split(".")
+        assert str(cfg[section][name]) == mine.get(key, default)

@@ -26,10 +26,10 @@ finish() { pack; rm -f /root/visit.pid; }
 trap finish EXIT
 
 seeds=${SEEDS:-11 12}
-minutes=${MINUTES:-17}
+minutes=${MINUTES:-16}
 table_minutes=${TABLE_MINUTES:-4 8 12}
 table_episodes=${TABLE_EPISODES:-256}
-read -r -a recipe <<<"${RECIPE:-env.motion=[largebox,crawl_slope] env.motion_weights=[1,3] task.sampler_settings.first_frame_ratio=0.2}"
+read -r -a recipe <<<"${RECIPE:-env.motion=[largebox,crawl_slope] env.motion_weights=[1,3] task.sampler_settings.first_frame_ratio=0.2 algo.save_interval=4000}"
 sharing=(training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 algo.num_envs=1024)
 printf '%s\n' "seeds: $seeds" "minutes: $minutes" "recipe: ${recipe[*]}" "sharing: ${sharing[*]}" >"$logs/plan.txt"
 

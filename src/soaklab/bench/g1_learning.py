@@ -207,6 +207,17 @@ def plot(record: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+# The wall-clock budget ends the run, so iterations are unbounded; one checkpoint (the final one)
+# unless the caller asks for more, e.g. algo.save_interval=4000 for a success-against-minutes table.
+RUN_DEFAULTS = {"algo.max_iterations": "100000000", "algo.save_interval": "100000000"}
+
+
+def run_defaults(overrides: list[str]) -> list[str]:
+    """RUN_DEFAULTS as overrides, less the keys the caller gives (an override is given only once)."""
+    given = {o.split("=", 1)[0] for o in overrides}
+    return [f"{key}={value}" for key, value in RUN_DEFAULTS.items() if key not in given]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
         # --keep-run: the run dir outlives the benchmark (its final checkpoint, written when the budget
@@ -216,8 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"--keep-run {args.keep_run}: exists; give a new directory", file=sys.stderr)
             return 2
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", args.algo, "--task", "g1_motion_tracking",
-               "--sim", args.sim, "algo.max_iterations=100000000", "algo.save_interval=100000000",
-               *args.overrides, budget_override(args.minutes), f"training.log_dir={run_dir}"]
+               "--sim", args.sim, *run_defaults(args.overrides), *args.overrides, budget_override(args.minutes),
+               f"training.log_dir={run_dir}"]
         print("$", " ".join(cmd[1:]), flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         log = open(args.out / f"{args.label}.train.log", "w") if args.keep_log else subprocess.DEVNULL
