@@ -24,12 +24,11 @@ import yaml
 from soaklab.errors import REQUEUE_EXIT
 from tests.conftest import REPO
 from tests.rl.conftest import assert_same_run
-from tests.workflow.conftest import snakemake, snakemake_command
+from tests.workflow.conftest import snakemake_command
 
 pytestmark = pytest.mark.snakemake
 SCRIPT = REPO / "scripts/slurm/single-node.sh"
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmdbd", "mariadbd", "sbatch", "sacct")
-SWEEP = {"sweeps": {"pair": {"base": "cpu", "matrix": {"algo": ["sac", "flashsac"]}}}}
 # The soak's group job (resolve_config, mps_start and train_soak of one run, on one node), as the
 # executor names it in the job's comment.
 GROUP_COMMENT = "rule_soak_node_mps_start_resolve_config_train_soak"
@@ -89,32 +88,6 @@ def sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
     return {r[0]: {"name": r[1], "state": r[2], "comment": r[3]} for r in rows}
 
 
-def test_a_sweep_runs_every_job_through_sbatch(project, slurm, tmp_path):
-    _, work, _ = project
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
-    proc = snakemake(project, "sweep", *SLURM_FLAGS, overlays=(sweep,), cores=None, timeout=900)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-5000:]
-
-    run_id = re.search(r"SLURM run ID: (\S+)", out).group(1)
-    submitted = re.findall(r"submitted with SLURM jobid (\d+)", out)
-    assert len(submitted) == 6, out[-5000:]  # per run: the soak's group job, extract_metrics, validate_artifacts
-    accounted = sacct(submitted)
-    assert set(accounted) == set(submitted), "every submitted job is in the scheduler's accounting"
-    for job_id, record in accounted.items():
-        assert record["name"] == run_id and record["state"] == "COMPLETED", (job_id, record)
-    # The executor writes the rule (and a plain job's wildcards) into each job's comment.
-    comments = sorted(r["comment"] for r in accounted.values())
-    assert comments == sorted([f"rule_{rule}_wildcards_{run}" for rule in ("extract_metrics", "validate_artifacts")
-                               for run in ("pair-sac", "pair-flashsac")] + [GROUP_COMMENT] * 2), comments
-    # The assets pull and the table stay on this host (localrules).
-    assert "localrule prefetch_assets" in out and "localrule sweep_summary" in out
-
-    table = pd.read_csv(work / "results/sweeps/pair/summary.csv")
-    assert list(table["status"]) == ["passed", "passed"] and list(table["algo"]) == ["sac", "flashsac"]
-
-
 def sacct_states(job_id: str) -> list[str]:
     """Every start of one job, oldest first (--duplicates: a requeued job's earlier runs too)."""
     out = subprocess.run(["sacct", "-X", "--duplicates", "--parsable2", "--noheader", "--format=State", "-j", job_id],
@@ -122,12 +95,14 @@ def sacct_states(job_id: str) -> list[str]:
     return out.split()
 
 
-def test_a_requeued_soak_job_resumes_and_ends_as_the_unbroken_run(project, slurm, tmp_path):
-    """`scontrol requeue` of a sweep's soak job mid-run: Slurm sends SIGTERM to every process of the
-    job; the trainer finishes its iteration, checkpoints it and exits REQUEUE_EXIT; the soak keeps the
-    run. The job's second start (sbatch --requeue, from the profile) resumes it, the sweep completes,
-    and the run's Train/ and Loss/ series and final weights equal, bit for bit, those of the same run
-    config trained without a break."""
+def test_a_sweep_goes_through_sbatch_and_its_requeued_soak_job_ends_as_the_unbroken_run(project, slurm, tmp_path):
+    """A sweep through the Slurm executor: every job but the localrules is submitted with sbatch and
+    ends COMPLETED in the scheduler's own accounting. Its soak job is requeued mid-run (`scontrol
+    requeue`): Slurm sends SIGTERM to every process of the job; the trainer finishes its iteration,
+    checkpoints it and exits REQUEUE_EXIT; the soak keeps the run. The job's second start (sbatch
+    --requeue, from the profile) resumes it, the sweep completes, and the run's Train/ and Loss/
+    series and final weights equal, bit for bit, those of the same run config trained without a
+    break. (One sweep for both: on the 2-core CI machine each Slurm sweep costs about 100 s.)"""
     _, work, _ = project
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump(LONG, sort_keys=False))
@@ -156,6 +131,20 @@ def test_a_requeued_soak_job_resumes_and_ends_as_the_unbroken_run(project, slurm
             proc.kill()
     out = log.read_text()
     assert sacct_states(running[0]) == ["REQUEUED", "COMPLETED"], out[-5000:]
+
+    run_id = re.search(r"SLURM run ID: (\S+)", out).group(1)
+    submitted = re.findall(r"submitted with SLURM jobid (\d+)", out)
+    assert len(submitted) == 3, out[-5000:]  # the soak's group job, extract_metrics, validate_artifacts
+    accounted = sacct(submitted)
+    assert set(accounted) == set(submitted), "every submitted job is in the scheduler's accounting"
+    for job_id, record in accounted.items():
+        assert record["name"] == run_id and record["state"] == "COMPLETED", (job_id, record)
+    # The executor writes the rule (and a plain job's wildcards) into each job's comment.
+    comments = sorted(r["comment"] for r in accounted.values())
+    assert comments == sorted([f"rule_{rule}_wildcards_preempted-sac-long"
+                               for rule in ("extract_metrics", "validate_artifacts")] + [GROUP_COMMENT]), comments
+    # The assets pull and the table stay on this host (localrules).
+    assert "localrule prefetch_assets" in out and "localrule sweep_summary" in out
 
     first = json.loads((run_dir / "soak_segments/soak-0.json").read_text())
     assert first["shutdown"]["trainer_returncode"] == REQUEUE_EXIT, first["failure_reason"]
