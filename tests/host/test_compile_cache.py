@@ -1,7 +1,8 @@
 """torch.compile's cache is kept per instruction set (soaklab.host.compile_cache), on real processes:
 task terms compiled under the host's own capability and then run under a lower one, from the same
-cache base, give what a fresh compile gives. Unkeyed, inductor handed the second process the first
-one's kernels: on an AVX-512 host they stepped the G1 env to rewards of -1e22 and NaN."""
+cache base, compile afresh (no FX-graph cache hit) and step as the eager terms do. Unkeyed, inductor
+handed the second process the first one's kernels: on an AVX-512 host they stepped the G1 env to
+rewards of -1e22 and NaN."""
 
 from __future__ import annotations
 
@@ -33,15 +34,18 @@ def test_terms_compiled_under_one_capability_are_not_reused_under_another(g1_ass
     own = torch.backends.cpu.get_cpu_capability()
     # a lower capability this host can run: AVX2 below AVX-512, the scalar default below AVX2
     lower = "avx2" if own.startswith("AVX512") else "default"
-    shared, fresh = tmp_path / "shared", tmp_path / "fresh"
+    shared = tmp_path / "shared"
     first = _probe(g1_assets, None, shared, tmp_path / "own.pt")
     second = _probe(g1_assets, lower, shared, tmp_path / "lower.pt")
-    alone = _probe(g1_assets, lower, fresh, tmp_path / "fresh.pt")
     assert first["capability"] == own and second["capability"] == CAPABILITIES[lower].torch_name
     # each capability compiled into a folder of its own under the one base the user named
     assert Path(first["cache"]).parent == Path(second["cache"]).parent == shared
     assert first["cache"] != second["cache"]
     assert sorted(p.name for p in shared.iterdir()) == sorted({Path(first["cache"]).name, Path(second["cache"]).name})
+    # the second process compiled its own kernels: nothing of the first one's was handed to it
+    assert first["fxgraph_cache"]["miss"] > 0 and second["fxgraph_cache"]["miss"] > 0
+    assert second["fxgraph_cache"]["hit"] == 0
     for key in ("reward", "obs"):
         assert torch.isfinite(second[key]).all()
-        assert torch.equal(second[key], alone[key]), f"{key}: the lower capability's run differs from a fresh compile"
+        # compiled terms agree with eager to the tolerance tests/tasks/test_g1_compile.py holds them to
+        torch.testing.assert_close(second[key], second["eager"][key], rtol=1e-4, atol=1e-5)
