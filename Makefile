@@ -16,7 +16,7 @@ soak: $(STAMP)
 	$(VENV)/bin/snakemake soak --cores 1
 
 test: $(STAMP)
-	$(VENV)/bin/pytest -n $$(( $$(nproc) + 1 )) --dist loadscope --durations=15  # a worker per core and one more, for the time tests spend waiting on subprocesses, Slurm and the soak monitor; each test owns its files and processes; the slowest 15 printed (the CI budget)
+	$(VENV)/bin/pytest -n $$(( $$(nproc) + 1 )) --dist loadscope --no-loadscope-reorder --durations=15  # a worker per core and one more (modules longest first: tests/conftest.py), for the time tests spend waiting on subprocesses, Slurm and the soak monitor; each test owns its files and processes; the slowest 15 printed (the CI budget)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests

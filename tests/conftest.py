@@ -32,14 +32,19 @@ class CliResult:
     err: str
 
 
-# The longest modules, longest first (`pytest --durations` on two cores, 2026-12-05: 60-280 s
-# each). xdist hands out whole modules (--dist loadscope) in collection order, and tests/workflow/
-# sorts last: its Slurm sweep was running alone on one worker for the suite's last two minutes.
-LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/workflow/test_dag.py", "tests/soak/test_monitor.py",
-                 "tests/host/test_compile_cache.py", "tests/workflow/test_sweeps.py", "tests/workflow/test_records.py",
-                 "tests/rl/test_ranks.py", "tests/rl/test_runtime.py", "tests/rl/test_resume.py",
-                 "tests/rl/test_reproducible.py", "tests/rl/test_wandb.py", "tests/workflow/test_wandb.py",
-                 "tests/support/test_matrix.py")
+# The longest modules, longest first: each module's summed test time under `make test` on two cores,
+# cold caches, 2026-12-06 (dag 407 s, monitor 279 s, slurm 181 s, then 116-35 s). xdist hands out
+# whole modules (--dist loadscope) in this order only with --no-loadscope-reorder (Makefile): by
+# default it reorders them by test count, which left test_slurm.py (one test, three minutes, mostly
+# waiting on Slurm) until last, running on one worker while the other core sat idle (pytest 922 s).
+LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "tests/workflow/test_slurm.py",
+                 "tests/rl/test_resume.py", "tests/workflow/test_sweeps.py", "tests/support/test_matrix.py",
+                 "tests/rl/test_runtime.py", "tests/workflow/test_records.py", "tests/rl/test_wandb.py",
+                 "tests/policy/test_export.py", "tests/bench/test_backend_probe.py", "tests/rl/test_reproducible.py",
+                 "tests/rl/test_ranks.py", "tests/tasks/test_g1_compile.py", "tests/host/test_compile_cache.py",
+                 "tests/assets/test_pull.py", "tests/tasks/test_library.py", "tests/soak/test_diverged.py",
+                 "tests/tasks/test_g1_motion_tracking.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py",
+                 "tests/workflow/test_wandb.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
