@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine (through bootstrap.sh, wheels staged with --with-snakemake): the README's GPU
+# block as a GPU user types it (scripts/run-readme.py --gpu: the gpu-short soak, the gpu-throughput-4096
+# record reproduced, the soak's policy played and evaluated, `soaklab mps stop`), then its evidence
+# packed into $OUT/readme.tgz: the block's console, every result, log and rule benchmark it made
+# (checkpoints and event files left out for size) and the soak's phase breakdown and reward curve,
+# read here from its event file (src/soaklab/bench/gpu_phases.py).
+#
+#   OUT=/root/readme-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/readme_block.sh
+#
+# About 20 minutes: start it detached (setsid) and collect it with calls back to back, each waiting
+# on /root/readme.done (scripts/gpu/README.md).
+set -uo pipefail
+out=${OUT:-/tmp/soaklab-out}
+pack=/root/readme-pack
+rm -f /root/readme.done
+mkdir -p "$pack" "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$pack/gpu.csv" 2>&1
+git rev-parse HEAD >"$pack/commit.txt" 2>/dev/null || true
+
+python3 scripts/run-readme.py --gpu 2>&1 | tee "$pack/run-readme.log"
+status=${PIPESTATUS[0]}
+
+# Not part of the block: the figures docs/runtime.md quotes for the soak of record.
+if [ -d results/gpu-short/train ]; then
+  python3 -m soaklab.bench.gpu_phases results/gpu-short/train --out "$pack/phases.json" --steady-from 2000 \
+    --curve-out "$pack/reward_curve.json" >"$pack/phases.log" 2>&1 || status=1
+fi
+tar -czf "$out/readme.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \
+  -C "$pack" . -C "$PWD" results logs benchmarks/rules 2>/dev/null
+echo "readme_block: exit $status" | tee /root/readme.done
+exit "$status"
