@@ -110,6 +110,9 @@ def test_a_full_wandb_folder_stops_wandb_not_training(start_train, tmpfs, clean_
     wandb_state = summary["loggers"]["wandb"]
     assert wandb_state["state"] == "stopped", wandb_state
     assert "bytes free" in wandb_state["reason"] and str(disk) in wandb_state["reason"]
+    # ... and the console said so once, when it happened
+    notices = [line for line in run.output().splitlines() if line.startswith("train: W&B stopped logging")]
+    assert len(notices) == 1 and wandb_state["reason"] in notices[0], notices
     assert summary["loggers"]["tensorboard"]["state"] == "ok"
     # TensorBoard kept every iteration; W&B's run ends where it stopped, short of the last iteration.
     frame = read_scalars(event_file(run.run_dir))

@@ -2,8 +2,9 @@
 
 Offline unless the user set WANDB_MODE, so a run never needs a network or an account (`wandb sync`
 uploads later). The run's folder is W&B's usual `wandb/` under WANDB_DIR when set, else under the
-run dir. A failure of W&B never ends training: the sink stops, says why, and the run summary's
-`loggers` section carries that line. A folder with less than MIN_FREE_BYTES free stops it before a
+run dir. A failure of W&B never ends training: the sink stops, says why on the console when it happens
+(one line; the soak monitor reads only `soaklab: error:` lines as failures), and the run summary's
+`loggers` section carries that reason. A folder with less than MIN_FREE_BYTES free stops it before a
 write could fail half way (W&B's own writer drops records on a full disk without telling the
 caller: seen with wandb 0.31 on a full tmpfs).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,8 @@ class WandbSink:
 
     def _stop(self, exc: BaseException) -> None:
         self.stopped = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        print(f"train: W&B stopped logging ({self.stopped}); training goes on, TensorBoard keeps every scalar",
+              file=sys.stderr, flush=True)
         run, self.run = self.run, None
         if run is not None:
             try:
