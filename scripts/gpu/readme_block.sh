@@ -6,7 +6,10 @@
 # (checkpoints and event files left out for size) and the soak's phase breakdown and reward curve,
 # read here from its event file (src/soaklab/bench/gpu_phases.py).
 #
-#   OUT=/root/readme-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/readme_block.sh
+#   OUT=/root/readme-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/readme_block.sh [--skip LINE ...]
+#
+# Arguments go to run-readme.py: `--skip "$(grep -m1 '^snakemake reproduce' README.md)"` leaves out a
+# line a visit already ran as written (it says so in the console), when device time is short.
 #
 # About 20 minutes: start it detached (setsid) and collect it with calls back to back, each waiting
 # on /root/readme.done (scripts/gpu/README.md).
@@ -18,7 +21,7 @@ mkdir -p "$pack" "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$pack/gpu.csv" 2>&1
 git rev-parse HEAD >"$pack/commit.txt" 2>/dev/null || true
 
-python3 scripts/run-readme.py --gpu 2>&1 | tee "$pack/run-readme.log"
+python3 scripts/run-readme.py --gpu "$@" 2>&1 | tee "$pack/run-readme.log"
 status=${PIPESTATUS[0]}
 
 # Not part of the block: the figures docs/runtime.md quotes for the soak of record.
