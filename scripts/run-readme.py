@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+
 def bash_blocks(text: str, tag: str = "bash") -> list[str]:
     """The bodies of the blocks fenced exactly as ```TAG (```bash never matches ```bash gpu)."""
     return re.findall(rf"^```{re.escape(tag)}\n(.*?)^```", text, re.S | re.M)
@@ -33,6 +34,14 @@ def main() -> int:
     if not blocks:
         print(f"run-readme: {args.readme} has no ```{tag} block", file=sys.stderr)
         return 1
+    # A --skip naming no line (a typo, a README edited since) would run the line it meant to leave
+    # out: on a GPU visit, a 20-minute block. Refused before any block runs.
+    present = {line.strip() for block in blocks for line in block.splitlines()}
+    for command in args.skip:
+        if command.strip() not in present:
+            print(f"run-readme: --skip {command!r} names no line of the ```{tag} blocks of {args.readme}; "
+                  "copy the line as written", file=sys.stderr)
+            return 2
     for n, block in enumerate(blocks, 1):
         lines = []
         for line in block.splitlines():

@@ -102,3 +102,13 @@ def test_the_readmes_gpu_block_is_run_by_gpu_visits_and_never_by_ci(tmp_path):
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "ran.txt").read_text() == expected
+    # a --skip that names no line is refused before anything runs
+    (tmp_path / "ran.txt").unlink()
+    done = subprocess.run(["python3", str(REPO / "scripts" / "run-readme.py"), "--gpu", "--skip", "echo gpu>>ran.txt",
+                           str(sample)], capture_output=True, text=True)
+    assert done.returncode == 2 and not (tmp_path / "ran.txt").exists()
+    assert done.stderr.count("\n") == 1 and "--skip 'echo gpu>>ran.txt' names no line" in done.stderr
+    done = subprocess.run(["python3", str(REPO / "scripts" / "run-readme.py"), "--gpu", "--skip", "echo gpu >> ran.txt",
+                           str(sample)], capture_output=True, text=True)
+    assert done.returncode == 0 and not (tmp_path / "ran.txt").exists(), done.stderr
+    assert "skipping `echo gpu >> ran.txt`" in done.stdout
