@@ -49,12 +49,20 @@ rule soak:
         expand("results/{run}/wandb.json", run=WANDB_SOAK_RUNS),
 
 
-# Optional: every soaked run's policy as ONNX (with its parity check) and its rendered playback.
-rule play:
+# Optional: every soaked run's policy as ONNX (with its parity check) and, a tracking run, evaluated
+# from the clip's first frame on each simulator. Needs no screen: `play` adds the video, which needs an
+# offscreen GL (EGL or OSMesa) that a headless GPU machine may lack.
+rule evaluate:
     input:
         expand("results/{run}/policy.onnx", run=config["soak_runs"]),
-        expand("results/{run}/play.mp4", run=config["soak_runs"]),
         expand("results/{run}/evaluation-{sim}.json", run=TRACKING_SOAK_RUNS, sim=SIMS),
+
+
+# Optional: `evaluate` and every soaked run's rendered playback.
+rule play:
+    input:
+        rules.evaluate.input,
+        expand("results/{run}/play.mp4", run=config["soak_runs"]),
         expand("results/{run}/wandb-play.json", run=WANDB_SOAK_RUNS),
 
 

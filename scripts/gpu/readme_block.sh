@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (through bootstrap.sh, wheels staged with --with-snakemake): the README's GPU
 # block as a GPU user types it (scripts/run-readme.py --gpu: the gpu-short soak, the gpu-throughput-4096
-# record reproduced, the soak's policy played and evaluated, `soaklab mps stop`), then its evidence
+# record reproduced, the soak's policy exported and evaluated, `soaklab mps stop`), then its evidence
 # packed into $OUT/readme.tgz: the block's console, every result, log and rule benchmark it made
 # (checkpoints and event files left out for size) and the soak's phase breakdown and reward curve,
 # read here from its event file (src/soaklab/bench/gpu_phases.py).
@@ -11,8 +11,8 @@
 # Arguments go to run-readme.py: `--skip "$(grep -m1 '^snakemake reproduce' README.md)"` leaves out a
 # line a visit already ran as written (it says so in the console), when device time is short.
 #
-# About 20 minutes: start it detached (setsid) and collect it with calls back to back, each waiting
-# on /root/readme.done (scripts/gpu/README.md).
+# About 18 minutes (13 with the record line skipped): start it detached (setsid) and collect it with
+# calls back to back, each waiting on /root/readme.done (scripts/gpu/README.md).
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
 pack=/root/readme-pack

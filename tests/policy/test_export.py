@@ -213,3 +213,20 @@ def test_non_finite_weights_are_refused_by_export_play_and_evaluate(cli, tmp_pat
         assert result.code == 2 and f"agent.actor.{name} holds non-finite values" in one_line(result.err)
         assert not out.exists()
     assert hashlib.sha256(nan.read_bytes()).hexdigest() == before
+
+
+def test_play_without_pyopengl_names_the_other_backends_and_evaluate(tmp_path, cartpole_run):
+    """A headless GPU machine of 2026-12-06 lacked PyOpenGL: import of it fails there as it does
+    here with its module entry blocked, in a process of its own."""
+    out = tmp_path / "play.mp4"
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    code = ("import sys; sys.modules['OpenGL'] = None; sys.argv[0] = 'soaklab'; "
+            "from soaklab.cli import main; sys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", code, "play", str(cartpole_run), "--out", str(out),
+                           "--seconds", "0.2"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = one_line(done.stderr)
+    assert line.startswith("soaklab: error: MUJOCO_GL=egl: no offscreen GL context"), line
+    assert line.endswith("try --gl glfw or --gl osmesa, or `snakemake evaluate` for the policy's figures "
+                         "without a video"), line
+    assert not out.exists() and not (tmp_path / "play.json").exists()

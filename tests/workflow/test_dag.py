@@ -79,22 +79,27 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     assert "soak: config loaded from results/cpu/run_config.json" in texts["monitor"]
     assert "train: config loaded from results/cpu/train/run_config.json" in texts["trainer"]
 
-    # The optional play target: the soaked policy as ONNX (parity checked) and its playback.
+    # The optional evaluate target: the soaked policy as ONNX (parity checked) and, a tracking run,
+    # evaluated from the clip's first frame (docs/learning.md), on its own MuJoCo and, sim-to-sim, on
+    # MuJoCo Warp (warp's CPU device on a machine without a GPU); no video, so no GL needed.
     play_overlay = work.parent / "play.yaml"
     play_overlay.write_text("play:\n  seconds: 0.5\n  evaluation_episodes: 4\n")
-    proc = snakemake(project, "play", overlays=(play_overlay,))
+    proc = snakemake(project, "evaluate", overlays=(play_overlay,))
     assert proc.returncode == 0, proc.stderr[-3000:]
     parity = json.loads((results / "policy.parity.json").read_text())
     assert parity["parity"]["passed"] and parity["task"] == "g1_motion_tracking"
-    played = json.loads((results / "play.json").read_text())
-    assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
-    # ... and, a tracking run, its policy evaluated from the clip's first frame (docs/learning.md), on
-    # its own MuJoCo and, sim-to-sim, on MuJoCo Warp (warp's CPU device on a machine without a GPU).
     for sim in ("mujoco", "mjwarp"):
         evaluation = json.loads((results / f"evaluation-{sim}.json").read_text())
         assert evaluation["clips"]["largebox"]["episodes"] == 4 and evaluation["policy"] == "onnx"
         assert evaluation["sim"] == sim and evaluation["sim_to_sim"] is (sim == "mjwarp")
         assert "largebox" in (results / f"evaluation-{sim}.html").read_text()
+    assert not (results / "play.mp4").exists()
+    # The play target is evaluate plus the video: only the video is left to make.
+    assert planned(project, target="play", overlays=(play_overlay,)) == {"play_policy": 1, "play": 1}
+    proc = snakemake(project, "play", overlays=(play_overlay,))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    played = json.loads((results / "play.json").read_text())
+    assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
     proc = snakemake(project, "play", "--report", str(work / "play-report.html"), overlays=(play_overlay,))
     assert proc.returncode == 0, proc.stderr
     assert "play.png" in (work / "play-report.html").read_text()

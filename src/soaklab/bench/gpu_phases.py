@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Throughput and phase breakdown of a finished GPU soak, from its TensorBoard event file.
 
-The soak itself runs on the GPU machine (`bash scripts/gpu/bootstrap.sh bash
-scripts/gpu/soak_short.sh`); this reads the run dir it brought back and writes
+The soak itself runs on the GPU machine (the README's GPU block, through
+`scripts/gpu/readme_block.sh`); this reads the run dir there and writes
 JSON: steady-state throughput against the target, and per-iteration medians of
 each phase (learner inference, ingress and update are GPU time between CUDA
 events; the collector's env step is GPU time too, but is published every
@@ -37,8 +37,8 @@ def main() -> int:
     parser.add_argument("--curve-out", type=Path,
                         help="also write Train/mean_reward against env steps (every 50th iteration) as JSON")
     parser.add_argument("--steady-from", type=int, default=STEADY_FROM, help="first iteration of the steady state")
-    parser.add_argument("--source", default="the gpu-short soak on one NVIDIA H200 "
-                        "(bash scripts/gpu/bootstrap.sh bash scripts/gpu/soak_short.sh)",
+    parser.add_argument("--source", default="the gpu-short soak "
+                        "(snakemake soak --cores 1 --configfile config/gpu-short.yaml)",
                         help="what produced the run dir (recorded in the JSON)")
     args = parser.parse_args()
     summary = json.loads((args.run_dir / "run_summary.json").read_text())

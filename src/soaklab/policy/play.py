@@ -20,6 +20,7 @@ import torch
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.files.outpaths import check_out_file
+from soaklab.policy.gl import GL_BACKENDS
 from soaklab.policy.trained import TrainedRun
 
 WIDTH, HEIGHT = 640, 480  # multiples of 16: the H.264 encoder takes them as they are
@@ -41,9 +42,12 @@ class Frames:
         self.model.vis.headlight.diffuse[:] = (0.6, 0.6, 0.6)
         try:
             self.renderer = mujoco.Renderer(self.model, HEIGHT, WIDTH)
-        except Exception as exc:  # no GL for the chosen backend: say which, and the others
-            raise InvalidInput(f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}: no offscreen GL context "
-                               f"({type(exc).__name__}: {exc}); try MUJOCO_GL=egl or MUJOCO_GL=osmesa") from None
+        except Exception as exc:  # no GL for the chosen backend: say which, the others, and the no-GL path
+            chosen = os.environ.get("MUJOCO_GL")
+            others = " or ".join(f"--gl {b}" for b in GL_BACKENDS if b != chosen)
+            raise InvalidInput(f"MUJOCO_GL={chosen}: no offscreen GL context ({type(exc).__name__}: {exc}); "
+                               f"try {others}, or `snakemake evaluate` for the policy's figures without "
+                               f"a video") from None
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
         self.camera.distance, self.camera.azimuth, self.camera.elevation = 3.5, 90.0, -15.0
