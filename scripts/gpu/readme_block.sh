@@ -18,6 +18,9 @@ out=${OUT:-/tmp/soaklab-out}
 pack=/root/readme-pack
 rm -f /root/readme.done
 mkdir -p "$pack" "$out"
+# The device keeps a checkout's ignored outputs between calls, so logs/ may hold an earlier visit's
+# files (a 2026-12-06 visit found one): only what this run wrote is packed.
+start=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$pack/gpu.csv" 2>&1
 git rev-parse HEAD >"$pack/commit.txt" 2>/dev/null || true
 
@@ -29,7 +32,7 @@ if [ -d results/gpu-short/train ]; then
   python3 -m soaklab.bench.gpu_phases results/gpu-short/train --out "$pack/phases.json" --steady-from 2000 \
     --curve-out "$pack/reward_curve.json" >"$pack/phases.log" 2>&1 || status=1
 fi
-tar -czf "$out/readme.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \
+tar -czf "$out/readme.tgz" --newer-mtime="@$start" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \
   -C "$pack" . -C "$PWD" results logs benchmarks/rules 2>/dev/null
 echo "readme_block: exit $status" | tee /root/readme.done
 exit "$status"
