@@ -107,6 +107,26 @@ def process_gone(pid: int | None) -> bool:
         return True
 
 
+# -- a crafted checkpoint (a run dir from elsewhere is data: soaklab.files.checkpoints.load_weights) -------
+class Payload:
+    """What a crafted checkpoint can hold: unpickling it opens, and so creates, `marker` (any code
+    could run there instead). A load as data refuses it without calling anything."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (open, (str(self.marker), "w"))
+
+
+def craft(path: Path, marker: Path, **fields: object) -> Path:
+    """A torch checkpoint at `path` with the fields a real one has and the payload beside them."""
+    import torch
+
+    torch.save({**fields, "payload": Payload(marker)}, path)
+    return path
+
+
 # -- the same run, bit for bit (a resumed run against the unbroken one) -----------------------------------
 def assert_same_run(resumed: Path, unbroken: Path) -> None:
     assert len(series(unbroken)) >= 5  # a run that logged little would make the comparison weak

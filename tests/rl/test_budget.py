@@ -32,7 +32,7 @@ def test_a_spent_budget_ends_the_run_completed_with_its_final_checkpoint(tmp_pat
     assert f"time budget of 0.0005 min spent at iteration {iterations} of 100000000" in done.stdout
     assert summary["segments"] == [{"start_iteration": 0, "resumed_from_checkpoint": None,
                                     "end_iteration": iterations, "cause": "time_budget"}]
-    final = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=False)
+    final = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=True)
     assert final["iteration"] == iterations and final["env_steps"] == summary["total_env_steps"]
     # Every iteration it ran is in the event file: none was cut off by the stop.
     steps = read_scalars(event_file(run_dir)).query("tag == 'Train/step_reward'").step
@@ -56,7 +56,7 @@ def test_a_resumed_run_counts_the_time_of_the_segments_it_kept(tmp_path):
     run_dir = tmp_path / "run"
     killed = train(run_dir, "training.max_wall_minutes=600", fault=f"kill_learner@{KILL_AT}")
     assert killed.returncode != 0
-    learner = torch.load(learner_path(run_dir, 40), weights_only=False)
+    learner = torch.load(learner_path(run_dir, 40), weights_only=True)
     assert learner["elapsed_s"] > 0
     # The kept time is what the budget sees on resuming: set it beyond the budget.
     learner["elapsed_s"] = 600 * 60.0

@@ -17,9 +17,9 @@ import torch
 
 from soaklab.config.overrides import merge_overrides
 from soaklab.errors import REQUEUE_EXIT
-from soaklab.files.checkpoints import checkpoint_iterations, learner_path
+from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path
 from tests.conftest import one_line
-from tests.rl.conftest import FAST, assert_same_run
+from tests.rl.conftest import FAST, assert_same_run, craft
 
 # 60 iterations, a checkpoint every 20 (the last two kept: 20 and 40), the kill at iteration 47:
 # the resume discards 7 iterations of work and redoes them.
@@ -100,16 +100,61 @@ def test_a_sigterm_checkpoints_the_iteration_it_finishes_and_asks_to_be_requeued
         (0, 35, "external_cancellation"), (35, 60, "max_iterations")]
 
 
-def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pair, tmp_path):
+def test_a_crafted_newest_checkpoint_falls_back_to_the_one_before_and_never_runs(pair, tmp_path):
+    """A collector file whose unpickling would create a file: the learner loads it as data before it
+    spawns anything, names it, and resumes from the checkpoint before it; nothing in it ever runs."""
     unbroken, killed = pair
     run_dir = copy_of(killed, tmp_path)
-    newest = learner_path(run_dir, 40)
-    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a torn write
+    marker = tmp_path / "marker"
+    craft(collector_path(run_dir, 40), marker, step=40)
     resumed = train(run_dir, resume=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "learner_40.pt cannot be read" in resumed.stderr and "falling back" in resumed.stderr
-    assert "at iteration 20" in resumed.stdout
+    assert "collector_40.pt cannot be read (not plain data (it names " in resumed.stderr
+    assert "falling back" in resumed.stderr and "at iteration 20" in resumed.stdout
     assert_same_run(run_dir, unbroken)  # 27 iterations redone, the same bits
+    assert not marker.exists()
+
+
+def test_checkpoints_that_cannot_be_read_as_data_are_refused_before_anything_runs(pair, tmp_path, cli):
+    """No checkpoint readable as data: one line naming each file and why, before anything is
+    spawned, and nothing changed. A crafted final checkpoint is refused the same way by every reader
+    of a run dir (export, evaluate, the same-run check); no payload ever runs."""
+    from soaklab.errors import InvalidInput
+    from soaklab.metrics.same_run import final_weights
+
+    unbroken, killed = pair
+    marker = tmp_path / "marker"
+    crafted = copy_of(killed, tmp_path)
+    craft(learner_path(crafted, 40), marker, iteration=40)
+    torn = learner_path(crafted, 20)
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])
+    before = sorted(p.name for p in crafted.rglob("*"))
+    result = cli("train", "--resume", crafted)
+    line = one_line(result.err)
+    assert result.code == 2 and "no readable checkpoint" in line
+    assert "learner_40.pt cannot be read (not plain data (it names " in line
+    assert "learner_20.pt cannot be read (not a soaklab checkpoint" in line
+    assert sorted(p.name for p in crafted.rglob("*")) == before
+
+    collectors = tmp_path / "collectors"
+    shutil.copytree(killed, collectors)
+    for k in checkpoint_iterations(collectors):
+        craft(collector_path(collectors, k), marker, step=k)
+    result = cli("train", "--resume", collectors)
+    line = one_line(result.err)
+    assert result.code == 2 and "collector_40.pt cannot be read" in line and "collector_20.pt cannot be read" in line
+
+    final = craft(tmp_path / "model_final.pt", marker, iteration=60, agent={})
+    for args in (("export", unbroken, "--checkpoint", final, "--out", tmp_path / "policy.onnx"),
+                 ("evaluate", unbroken, "--checkpoint", final, "--out", tmp_path / "evaluation.json")):
+        result = cli(*args)
+        assert result.code == 2 and f"{final}: not plain data (it names " in one_line(result.err), args
+    judged = copy_of(unbroken, tmp_path)
+    shutil.copy(final, judged / "checkpoints" / "model_final.pt")
+    with pytest.raises(InvalidInput, match="not plain data"):
+        final_weights(judged)
+    assert not marker.exists()
+    assert not (tmp_path / "policy.onnx").exists() and not (tmp_path / "evaluation.json").exists()
 
 
 def test_flashsac_on_g1_resumes_bit_for_bit(g1_assets, tmp_path):
@@ -140,7 +185,7 @@ def test_what_cannot_resume_is_refused_in_one_line(pair, tmp_path, cli):
     changed = tmp_path / "changed"
     shutil.copytree(killed, changed)
     for k in checkpoint_iterations(changed):  # as if the run had been started with another config
-        state = torch.load(learner_path(changed, k), weights_only=False)
+        state = torch.load(learner_path(changed, k), weights_only=True)  # plain data, as soaklab reads it
         state["config_hash"] = "sha256:" + "0" * 64
         torch.save(state, learner_path(changed, k))
     before = sorted(p.name for p in changed.rglob("*"))

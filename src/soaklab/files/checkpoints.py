@@ -1,4 +1,5 @@
-"""Where a run dir's resumable checkpoints lie (docs/runtime.md, "Resuming a run").
+"""Where a run dir's resumable checkpoints lie (docs/runtime.md, "Resuming a run"), and the one
+loader of every checkpoint soaklab reads, as data only (load_weights).
 
 One place for their names: the trainer writes and reads them (soaklab.rl.resume); the soak monitor
 only looks at which exist, without loading any (a checkpoint holds the replay ring: gigabytes on a
@@ -7,7 +8,6 @@ GPU run), to decide whether an interrupted run can be resumed.
 
 from __future__ import annotations
 
-import io
 import pickle
 import re
 import zipfile
@@ -65,16 +65,35 @@ def check_archive(path: Path) -> None:
 
 
 def load_weights(path: Path) -> Any:
-    """A checkpoint file's payload, loaded as data only (weights_only: never code to run), or one
-    line on why it cannot be: missing, a directory, truncated, forged, or not a torch file at all."""
+    """A checkpoint file's payload, loaded as data only, or one line on why it cannot be: missing, a
+    directory, truncated, forged, not a torch file at all, or not plain data. Every checkpoint soaklab
+    reads (a policy's, a resume's learner and collector state) comes through here: a run dir copied
+    from a colleague or a shared disk is data, and weights_only refuses any pickled object that is not
+    a tensor, a number, a string or a container of those (docs/runtime.md, "Resuming a run"), so a
+    crafted file never runs its code."""
     import torch
 
     check_archive(path)
     try:
-        return torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
+        # From the path, not a copy in memory: a resume's learner file holds the replay ring.
+        return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise InvalidInput(f"{path}: no such checkpoint") from None
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+    except pickle.UnpicklingError as exc:
+        raise InvalidInput(f"{path}: not plain data ({not_plain(str(exc))}); refused, nothing in it ran") from None
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError) as exc:
         # torch's own message runs to paragraphs; its first line says enough.
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InvalidInput(f"{path}: not a soaklab checkpoint ({type(exc).__name__}: {first})") from None
+
+
+_GLOBAL = re.compile(r"GLOBAL (\S+) was not an allowed global")
+
+
+def not_plain(message: str) -> str:
+    """What weights_only refused, in a few words: torch's message also advises loading the file with
+    weights_only=False, exactly what a file from elsewhere must never be."""
+    if found := _GLOBAL.search(message):
+        return f"it names {found.group(1)}, which no soaklab checkpoint holds"
+    detail = message.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+    return detail[0][:160] if detail else "a pickled object weights_only refuses"

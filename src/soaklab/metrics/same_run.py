@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from soaklab.files.checkpoints import load_weights
 from soaklab.metrics.events import event_file, read_scalars
 
 COMPARED = ("Train/", "Loss/")
@@ -20,7 +21,7 @@ def series(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    agent = torch.load(run_dir / "checkpoints" / "model_final.pt", map_location="cpu", weights_only=False)["agent"]
+    agent = load_weights(run_dir / "checkpoints" / "model_final.pt")["agent"]
     return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
             if isinstance(value, torch.Tensor)}
 

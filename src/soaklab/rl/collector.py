@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from soaklab.contract.sections import RunConfig
-from soaklab.files.checkpoints import collector_path
+from soaklab.files.checkpoints import collector_path, load_weights
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
@@ -240,7 +240,7 @@ class Collector:
                 prev.append((obs, critic))
                 dones.append(torch.zeros(obs.shape[0], device=obs.device))
             return 0, prev, dones
-        state = torch.load(self.spec.resume_from, map_location="cpu", weights_only=False)
+        state = load_weights(Path(self.spec.resume_from))  # as data; the learner read it so before spawning us
         for env, saved in zip(self.envs, state["envs"], strict=True):
             env.load_state_dict(saved)
         device = self.env_device

@@ -11,8 +11,10 @@ At every `algo.save_interval`, beside the policy's `checkpoints/model_<k>.pt`, t
   on disk: the agent (networks, optimizers, normalizers, generator and every tensor it keeps), the
   replay ring, the episode statistics, the counters, the host RNGs and the collector's metric row.
 The learner's file is written last and names its collector file: a learner file is the checkpoint.
-The last two are kept. A newest checkpoint that cannot be read falls back to the one before it,
-and says so.
+The last two are kept. Both are plain data (tensors, numbers, strings and containers: the host
+RNGs and the physics are converted), loaded with weights_only (soaklab.files.checkpoints.load_weights):
+a run dir is data, and a crafted file never runs code. A newest checkpoint that cannot be read, or
+is not plain data, falls back to the one before it, and says so.
 
 This works because the schedule is fixed (soaklab.rl.runner: update round `it` reads vector steps
 up to `it - 1`): at the end of iteration k - 1 the collector can only be waiting for step k's
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from soaklab.errors import InvalidInput
-from soaklab.files.checkpoints import check_archive, checkpoint_iterations, collector_path, learner_path, resume_dir
+from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
 from soaklab.files.jsonfiles import write_json_atomic
 
 KEEP = 2
@@ -70,7 +72,13 @@ def prune(run_dir: Path, keep: int = KEEP) -> None:
 
 # -- host RNGs ---------------------------------------------------------------------------------------
 def host_rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+    """The host RNGs as plain data (a checkpoint is loaded weights_only: tensors, numbers, strings
+    and containers, never a NumPy array): NumPy's Mersenne Twister as a tensor of its key and its
+    scalars, Python's as the tuple of ints random.getstate() gives."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {"torch": torch.get_rng_state(),
+                             "numpy": {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)),
+                                       "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)},
                              "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -79,7 +87,9 @@ def host_rng_state() -> dict[str, Any]:
 
 def set_host_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    saved = state["numpy"]
+    np.random.set_state((saved["kind"], saved["keys"].numpy().astype(np.uint32), saved["pos"], saved["has_gauss"],
+                         saved["gauss"]))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -132,26 +142,31 @@ class Checkpoint:
     notes: tuple[str, ...]  # what was skipped on the way (a damaged newer checkpoint)
 
 
-def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
-    """The newest readable checkpoint; a damaged or incomplete newer one is named in `notes`."""
+def newest_readable(run_dir: Path) -> tuple[Checkpoint | None, tuple[str, ...]]:
+    """The newest readable checkpoint, and what was skipped on the way: a damaged, incomplete or not
+    plain-data newer one is named in its `notes` (all of them, when none is readable). Both files of
+    a checkpoint are loaded as data here (load_weights), before anything is spawned: a crafted
+    collector file is refused here, not in the collector, which loads its file again the same way."""
     notes: list[str] = []
     for k in reversed(checkpoint_iterations(run_dir)):
         path, collector = learner_path(run_dir, k), collector_path(run_dir, k)
+        failing = path
         try:
-            for archive in (path, collector):  # sizes declared within what the files hold, before a load
-                if archive.is_file():
-                    check_archive(archive)
-            learner = torch.load(path, map_location="cpu", weights_only=False)
+            learner = load_weights(path)
             if not isinstance(learner, dict) or learner.get("iteration") != k:
                 raise ValueError("not a learner checkpoint of this iteration")
+            failing = collector
             if not collector.is_file():
-                raise ValueError(f"its collector state {collector.name} is missing")
+                raise ValueError("missing")
+            state = load_weights(collector)
+            if not isinstance(state, dict) or state.get("step") != k:
+                raise ValueError("not a collector checkpoint of this iteration")
         except Exception as exc:  # any unreadable file: fall back, and say so
-            notes.append(f"{path.name} cannot be read ({type(exc).__name__}: {str(exc)[:120]}); "
-                         "falling back to the one before it")
+            why = " ".join(str(exc).removeprefix(f"{failing}: ").split())  # load_weights names the file: said once
+            notes.append(f"{failing.name} cannot be read ({why[:240]}); falling back to the one before it")
             continue
-        return Checkpoint(k, learner, collector, tuple(notes))
-    return None
+        return Checkpoint(k, learner, collector, tuple(notes)), tuple(notes)
+    return None, tuple(notes)
 
 
 def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
@@ -164,10 +179,11 @@ def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
             status = None
         if status == "completed":
             raise InvalidInput(f"--resume {run_dir}: the run completed; there is nothing to resume")
-    found = latest_checkpoint(run_dir)
+    found, skipped = newest_readable(run_dir)
     if found is None:
+        unread = "; ".join(note.removesuffix("; falling back to the one before it") for note in skipped)
         raise InvalidInput(f"--resume {run_dir}: no readable checkpoint in {resume_dir(run_dir)} "
-                           "(one is written every algo.save_interval iterations)")
+                           "(one is written every algo.save_interval iterations)" + (f": {unread}" if unread else ""))
     if found.learner.get("config_hash") != config_hash:
         raise InvalidInput(f"--resume {run_dir}: its checkpoint at iteration {found.iteration} was made with config "
                            f"{found.learner.get('config_hash')}, and run_config.json now resolves to {config_hash}; "

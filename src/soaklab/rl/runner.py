@@ -577,7 +577,7 @@ class Learner:
             "agent": tensor_state(self.agent, skip=AGENT_NOT_STATE),
             "replay": {"rows": rows.detach().clone(), "ptr": replay.ptr, "size": replay.size,
                        "generator": replay.generator.get_state()},
-            "stats": self.stats.state_dict(), "metrics": self.arrays["metrics"].copy(),
+            "stats": self.stats.state_dict(), "metrics": torch.from_numpy(self.arrays["metrics"].copy()),
             "host_rng": host_rng_state(), "collector": collector_path(self.run_dir, k).name,
             "elapsed_s": self.elapsed_s(),
         }
@@ -600,7 +600,7 @@ class Learner:
         replay.ptr_t.fill_(replay.ptr)
         replay.generator.set_state(saved["generator"])
         self.stats.load_state_dict(state["stats"])
-        self.arrays["metrics"][:] = state["metrics"]
+        self.arrays["metrics"][:] = state["metrics"].numpy()
         self.env_steps, self.update_count = int(state["env_steps"]), int(state["update_count"])
         set_host_rng_state(state["host_rng"])
 

@@ -136,25 +136,27 @@ class MujocoBackend:
     # the state a bitwise continuation needs.
     STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Each env's integration state, the packed buffer the task reads and the controls."""
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Each env's integration state, the packed buffer the task reads and the controls, as
+        tensors: a checkpoint is plain data, loaded weights_only (soaklab.rl.resume)."""
         size = mujoco.mj_stateSize(self.model, self.STATE_SPEC)
         states = np.zeros((self.num_envs, size))
         for i, d in enumerate(self.datas):
             mujoco.mj_getState(self.model, d, states[i], self.STATE_SPEC)
-        return {"integration": states, "buffer": self.buffer.copy(), "ctrl": self.ctrl.copy()}
+        return {"integration": torch.from_numpy(states), "buffer": torch.from_numpy(self.buffer.copy()),
+                "ctrl": torch.from_numpy(self.ctrl.copy())}
 
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """The inverse of state_dict(). mj_step1 then recomputes the position and velocity stages, as
         the end of every step() leaves them (see _step_chunk): the next step2 finds what it expects."""
-        states = np.asarray(state["integration"])
+        states = state["integration"].numpy()
         if states.shape != (self.num_envs, mujoco.mj_stateSize(self.model, self.STATE_SPEC)):
             raise ValueError(f"physics state of shape {states.shape} does not fit {self.num_envs} envs of this model")
         for i, d in enumerate(self.datas):
             mujoco.mj_setState(self.model, d, states[i], self.STATE_SPEC)
             mujoco.mj_step1(self.model, d)
-        np.copyto(self.buffer, state["buffer"])  # in place: the task holds views of both
-        np.copyto(self.ctrl, state["ctrl"])
+        np.copyto(self.buffer, state["buffer"].numpy())  # in place: the task holds views of both
+        np.copyto(self.ctrl, state["ctrl"].numpy())
 
     def diagnostics(self) -> dict:
         return diagnostics.available(
