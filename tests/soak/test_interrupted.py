@@ -1,14 +1,16 @@
 """Keeping an interrupted run aside and adopting it back (soaklab.soak.interrupted): decided from
-the run dir's names and its run config alone, never by loading a checkpoint."""
+the run dir's names and its run config alone, never by loading a checkpoint (the trainer then loads
+them, as data)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from soaklab.files.checkpoints import collector_path, learner_path
+from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path
 from soaklab.files.rundir import RUN_CONFIG
 from soaklab.soak.interrupted import adopt_interrupted, interrupted_dir, keep_interrupted
+from tests.rl.conftest import craft
 
 FAILED = {"status": "failed", "failure_classification": "external_cancellation", "run_summary": {"status": "failed"}}
 
@@ -58,3 +60,23 @@ def test_an_interrupted_dir_without_a_checkpoint_is_not_adopted(tmp_path):
     make_run(interrupted_dir(run), "sha256:a", ())
     resumed_at, note = adopt_interrupted(run, "sha256:a")
     assert resumed_at is None and "no checkpoint" in note and not run.exists()
+
+
+def test_a_crafted_checkpoint_in_a_kept_run_is_data_when_the_next_soak_adopts_it(start_soak, tmp_path):
+    """The soak's own recovery path (the real monitor over the real trainer): a soak killed at
+    iteration 25 keeps its run; its newest learner file is replaced by one whose unpickling would
+    create a file; the same soak again adopts the run, and its trainer, loading checkpoints as data,
+    names that file and resumes from the one before it. The payload never runs."""
+    first = start_soak(fault="kill_learner@25")
+    assert first.wait() == 1, first.out()
+    kept = interrupted_dir(first.log_dir)
+    assert checkpoint_iterations(kept) == [10, 20]
+    marker = tmp_path / "marker"
+    craft(learner_path(kept, 20), marker, iteration=20)
+    again = start_soak()
+    assert again.wait() == 0, again.out()
+    console = (again.evidence / "soak-console.log").read_text()
+    assert "learner_20.pt cannot be read (not plain data (it names " in console
+    assert "resuming" in console and "at iteration 10" in console
+    assert again.soak["run_summary"]["completed_iterations"] == 30
+    assert not marker.exists()
