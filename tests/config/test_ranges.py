@@ -45,6 +45,19 @@ def test_a_meaningless_setting_is_one_line_and_exit_2(cli, tmp_path, override, w
     assert not out.exists()
 
 
+def test_a_replay_smaller_than_one_vector_step_is_refused_naming_the_minimum(cli, tmp_path):
+    """The ring takes in algo.num_envs rows a vector step: one row less is refused at resolution
+    (the learner's first ingress would fail with a broadcast error), exactly one step resolves."""
+    out = tmp_path / "run_config.json"
+    run = ("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco", "algo.num_envs=8")
+    for small in (1, 7):
+        result = cli(*run, f"algo.replay_buffer_size={small}", "--out", out)
+        assert result.code == 2 and f"algo.replay_buffer_size={small}: is smaller than one vector step" in \
+            one_line(result.err) and "the minimum is 8" in result.err
+        assert not out.exists()
+    assert cli(*run, "algo.replay_buffer_size=8", "--out", out).code == 0 and out.is_file()
+
+
 @pytest.mark.parametrize("override", ["algo.gamma=1.0", "algo.tau=1.0", "task.reset_noise.joint_pos=0.0",
                                       "task.sampler_settings.adaptive_uniform_ratio=0.0",
                                       "task.rewards.action_rate.weight=-1.0"])

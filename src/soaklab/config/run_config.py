@@ -177,11 +177,23 @@ def resolve_run_config(
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     check_motion_library(composed)
     layout = layout_of(settings, composed.get("algo.num_envs"), composed.task, composed.get("env.motion"))
+    check_replay_holds_a_step(replay, layout)
     budget = compute_memory_budget(settings, replay, layout, devices, host)
     check_memory_budget(budget)
     resolved = ResolvedRun(composed, settings, devices, budget, host, assets_record(manifest_path), layout, ranks=ranks)
     check_asset_files(resolved)
     return resolved
+
+
+def check_replay_holds_a_step(replay: int, layout: Layout) -> None:
+    """The replay ring takes in one vector step at a time (layout.num_envs rows: every inference
+    group's envs; each data-parallel rank has its own ring of this size and its own envs), and its
+    n-step windows walk that stream env by env: a ring smaller than one step cannot hold it (the
+    learner's copy would fail with a broadcast error at its first ingress)."""
+    if replay < layout.num_envs:
+        raise SettingError("algo.replay_buffer_size", replay,
+                           f"is smaller than one vector step: the replay takes in algo.num_envs={layout.num_envs} "
+                           f"rows a step (each rank its own); the minimum is {layout.num_envs}")
 
 
 def _unreadable(path: Path) -> str | None:
