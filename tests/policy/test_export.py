@@ -195,10 +195,13 @@ def test_a_gl_backend_mujoco_cannot_load_is_one_line(value):
     assert one_line(done.stderr).startswith(f"soaklab: error: MUJOCO_GL={value}: MuJoCo cannot load")
 
 
-def test_non_finite_weights_are_refused_by_export_play_and_evaluate(cli, tmp_path, cartpole_run):
+def test_non_finite_or_crafted_weights_are_refused_by_export_play_and_evaluate(cli, tmp_path, cartpole_run):
     """The run's own checkpoint with one NaN weight: a policy of NaN is never written where a
-    deployment would pick it up, and the refused checkpoint is left as it was."""
+    deployment would pick it up, and the refused checkpoint is left as it was. A crafted checkpoint,
+    whose unpickling would create a file, is refused as not plain data: nothing in it runs."""
     import hashlib
+
+    from tests.rl.conftest import craft
 
     payload = torch.load(cartpole_run / "checkpoints" / "model_final.pt", weights_only=True)
     actor = payload["agent"]["actor"]
@@ -206,13 +209,18 @@ def test_non_finite_weights_are_refused_by_export_play_and_evaluate(cli, tmp_pat
     actor[name].view(-1)[0] = float("nan")
     nan = tmp_path / "nan.pt"
     torch.save(payload, nan)
-    before = hashlib.sha256(nan.read_bytes()).hexdigest()
-    for command, out in (("export", tmp_path / "p.onnx"), ("play", tmp_path / "p.mp4"),
-                         ("evaluate", tmp_path / "e.json")):
-        result = cli(command, cartpole_run, "--checkpoint", nan, "--out", out)
-        assert result.code == 2 and f"agent.actor.{name} holds non-finite values" in one_line(result.err)
-        assert not out.exists()
-    assert hashlib.sha256(nan.read_bytes()).hexdigest() == before
+    marker = tmp_path / "marker"
+    crafted = craft(tmp_path / "crafted.pt", marker, iteration=12, agent={})
+    for checkpoint, says in ((nan, f"agent.actor.{name} holds non-finite values"),
+                             (crafted, f"{crafted}: not plain data (it names io.open")):
+        before = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
+        for command, out in (("export", tmp_path / "p.onnx"), ("play", tmp_path / "p.mp4"),
+                             ("evaluate", tmp_path / "e.json")):
+            result = cli(command, cartpole_run, "--checkpoint", checkpoint, "--out", out)
+            assert result.code == 2 and says in one_line(result.err)
+            assert not out.exists()
+        assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == before
+    assert not marker.exists()
 
 
 def test_play_without_pyopengl_names_the_other_backends_and_evaluate(tmp_path, cartpole_run):
