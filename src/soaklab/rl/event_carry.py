@@ -49,7 +49,8 @@ def _events(path: Path) -> list[object]:
 
 def _leftover(a: Path, b: Path) -> Path | None:
     """Of two event files, the one a killed carry left: its events (compared as messages, their
-    wall times aside) are a prefix of the other's. Equal files: the second by name, so the choice is the same every time."""
+    wall times aside) are a prefix of the other's. Equal files: the second by name, so the choice
+    is the same every time."""
     ea, eb = _events(a), _events(b)
     if ea == eb[:len(ea)] and len(ea) < len(eb):
         return a
