@@ -168,3 +168,25 @@ def test_an_event_file_of_another_run_fails_its_identity(cli, copy, tmp_path):
     bad = {c["name"] for c in json.loads(out.read_text())["checks"] if not c["passed"]}
     assert "metrics: the event file names this run's config hash" in bad
     assert "metrics read this run dir" not in bad  # the metrics were extracted from this copy's run dir
+
+
+def test_rows_missing_from_a_per_iteration_series_fail_unless_declared(cli, copy, tmp_path):
+    """Records of Perf/total_fps cut out of the event file (framing intact, so metrics reads it): no
+    gap declared in run_summary.json, so the required-tags row fails and names the steps."""
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    from soaklab.metrics.events import frame_records, record_bodies
+
+    event_file = next((copy / "run").glob("events.out.tfevents.*"))
+
+    def cut(body: bytes) -> bool:
+        event = Event.FromString(body)
+        return 10 <= event.step <= 12 and any(v.tag == "Perf/total_fps" for v in event.summary.value)
+
+    event_file.write_bytes(frame_records(b for b in record_bodies(event_file) if not cut(b)))
+    assert cli("metrics", copy / "run", "--out", copy / "metrics.json").code == 0
+    out = tmp_path / "v.json"
+    assert validate(cli, copy, out).code == 1
+    [row] = [c for c in json.loads(out.read_text())["checks"] if not c["passed"]]
+    assert row["name"] == "metrics: missing required tags"
+    assert row["actual"] == ["Perf/total_fps: 3 steps missing (10..12), no gap declared"]

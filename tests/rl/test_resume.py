@@ -18,6 +18,9 @@ import torch
 from soaklab.config.overrides import merge_overrides
 from soaklab.errors import REQUEUE_EXIT
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path
+from soaklab.metrics.events import _records, read_events
+from soaklab.outcomes.validation import undeclared_gaps
+from soaklab.rl.event_carry import CARRY_TMP
 from tests.conftest import one_line
 from tests.rl.conftest import FAST, assert_same_run, craft
 
@@ -189,3 +192,94 @@ def test_what_cannot_resume_is_refused_in_one_line(pair, tmp_path, cli):
 
     result = cli("train", "--resume", killed, "--run-config", killed / "run_config.json")
     assert result.code == 2 and "--resume: takes the run's own run_config.json" in one_line(result.err)
+
+
+# -- the event file across a resume (soaklab.rl.event_carry) ---------------------------------------------
+RESUME_AT = 40  # the killed run's newest checkpoint
+
+
+@pytest.mark.parametrize("step", ["kill_carry_tmp", "kill_carry", "kill_checkpoint_load", "kill_segment"])
+def test_a_kill_at_each_step_of_a_resume_leaves_a_run_the_next_resume_completes(pair, tmp_path, step):
+    """SIGKILL with the carried events under their temporary name, half copied into the new event
+    file (two event files), the checkpoint half loaded, right after the segment's record: the next
+    resume cleans up, completes, and its series equal the unbroken run's."""
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    original = event_files(run_dir)[0].read_bytes()
+    stopped = train(run_dir, resume=True, fault=f"{step}@{RESUME_AT}")
+    assert stopped.returncode == -signal.SIGKILL, stopped.stdout + stopped.stderr
+    if step == "kill_carry_tmp":  # the original untouched beside its whole replacement-to-be
+        assert (run_dir / CARRY_TMP).is_file() and event_files(run_dir)[0].read_bytes() == original
+    if step == "kill_carry":
+        assert len(event_files(run_dir)) == 2  # what made every later resume fail before
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert_same_run(run_dir, unbroken)
+    assert len(event_files(run_dir)) == 1 and not (run_dir / CARRY_TMP).exists()
+    assert json.loads((run_dir / "run_summary.json").read_text())["event_gaps"] == []
+
+
+def event_files(run_dir: Path) -> list[Path]:
+    return sorted(run_dir.glob("events.out.tfevents.*"))
+
+
+def scalar_records(path: Path) -> list[tuple[int, int, str, int]]:
+    """(byte offset, byte end, tag, step) of each scalar record."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import masked_crc32c
+
+    out = []
+    for record in _records(path.read_bytes(), path, masked_crc32c):
+        event = Event.FromString(record.body)
+        for value in event.summary.value:
+            out.append((record.start, record.start + 16 + len(record.body), value.tag, event.step))
+    return out
+
+
+def test_a_damaged_event_record_is_carried_around_and_declared(pair, tmp_path):
+    """One record's data damaged in the middle of the killed run's event file: the resume keeps every
+    other row, the ones after it included, declares the gap in run_summary.json, and validation
+    fails the same rows missing without the declaration."""
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    path = event_files(run_dir)[0]
+    start, end, tag, step = next(r for r in scalar_records(path) if r[2] == "Perf/total_fps" and r[3] == 20)
+    data = bytearray(path.read_bytes())
+    data[end - 6] ^= 0xFF  # a flipped bit in the data: its CRC fails, its length still holds
+    path.write_bytes(bytes(data))
+
+    # Killed before the carried file is renamed into place: the damaged original is still whole.
+    stopped = train(run_dir, resume=True, fault=f"kill_carry_tmp@{RESUME_AT}")
+    assert stopped.returncode == -signal.SIGKILL and path.read_bytes() == bytes(data)
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"corrupted event record data at bytes {start}..{end}" in resumed.stderr
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    [gap] = summary["event_gaps"]
+    assert (gap["file"], gap["byte_start"], gap["byte_end"]) == (path.name, start, end)
+    assert gap["steps"][0] <= step <= gap["steps"][1] and gap["missing_rows"] == {tag: [step]}
+
+    frame, _ = read_events(event_files(run_dir)[0])
+    reference, _ = read_events(event_files(unbroken)[0])
+    rows, expected = set(zip(frame["tag"], frame["step"], strict=True)), set(zip(reference["tag"], reference["step"],
+                                                                                strict=True))
+    assert expected - rows == {(tag, step)} and rows <= expected  # that row alone: every later one carried
+    assert_same_run(run_dir, unbroken)  # Perf/ timings aside, every series bit for bit
+    assert undeclared_gaps(run_dir, event_files(run_dir)[0].name, summary) == []
+    assert undeclared_gaps(run_dir, event_files(run_dir)[0].name, {**summary, "event_gaps": []}) == [
+        f"{tag}: 1 steps missing ({step}..{step}), no gap declared"]
+
+
+def test_an_event_record_whose_length_is_damaged_is_refused_before_anything_starts(pair, tmp_path, cli):
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    path = event_files(run_dir)[0]
+    start = next(r[0] for r in scalar_records(path) if r[3] == 20)
+    data = bytearray(path.read_bytes())
+    data[start + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    result = cli("train", "--resume", run_dir)
+    assert result.code == 2
+    assert f"{path.name}: corrupted event record length at byte offset {start}" in one_line(result.err)
+    assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before  # nothing started

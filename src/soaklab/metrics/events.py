@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,49 +73,148 @@ def record_bodies(path: Path, upto_damage: bool = False) -> list[bytes]:
     the records before the first damaged one (a killed writer's cut last record), not an error."""
     from tensorboard.summary.writer.record_writer import masked_crc32c
 
-    data = path.read_bytes()
     bodies: list[bytes] = []
     try:
-        _walk(data, path, bodies, masked_crc32c)
+        for record in _records(path.read_bytes(), path, masked_crc32c):
+            if isinstance(record, Damage):
+                raise InvalidInput(f"{path}: {record.words} at byte offset {record.start}")
+            bodies.append(record.body)
     except InvalidInput:
         if not upto_damage:
             raise
     return bodies
 
 
-def _walk(data: bytes, path: Path, bodies: list[bytes], masked_crc32c: Any) -> None:
+@dataclass(frozen=True)
+class Record:
+    start: int  # byte offset of its header
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Bytes no record can be read from. `cut`: the file ends inside this record (a killed writer);
+    otherwise its length and the length's CRC hold but its data fails its CRC, so the next record
+    starts right after it and the walk goes on there."""
+
+    start: int
+    end: int
+    cut: bool
+    words: str
+
+
+def _records(data: bytes, path: Path, masked_crc32c: Any) -> Iterator[Record | Damage]:
     offset = 0
     while offset < len(data):
         header = data[offset:offset + 12]
         if len(header) < 12:
-            raise InvalidInput(f"{path}: truncated event record header at byte offset {offset}")
+            yield Damage(offset, len(data), True, "truncated event record header")
+            return
         length = struct.unpack("<Q", header[:8])[0]
         if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
+            # Where the next record starts is unknown: scanning for one would be a guess.
             raise InvalidInput(f"{path}: corrupted event record length at byte offset {offset}")
         end = offset + 12 + length + 4
         if end > len(data):
-            raise InvalidInput(f"{path}: truncated event record at byte offset {offset} "
-                               f"({length} bytes announced, {len(data) - offset - 16} present)")
+            yield Damage(offset, len(data), True, f"truncated event record ({length} bytes announced, "
+                                                  f"{len(data) - offset - 16} present)")
+            return
         body = data[offset + 12:offset + 12 + length]
         if struct.unpack("<I", data[end - 4:end])[0] != masked_crc32c(body):
-            raise InvalidInput(f"{path}: corrupted event record data at byte offset {offset}")
-        bodies.append(body)
+            yield Damage(offset, end, False, "corrupted event record data")
+        else:
+            yield Record(offset, body)
         offset = end
 
 
-def carry_events(run_dir: Path, before_step: int) -> tuple[list[Any], Path | None]:
-    """A resumed run's events so far: those of its event file before `before_step` (the iteration it
-    resumes at), in file order, without the file-version header; and that file (None: no file yet).
-    Events at or after the step are the killed segment's lost work, rewritten by the resume."""
-    from tensorboard.compat.proto.event_pb2 import Event
+@dataclass(frozen=True)
+class CarryPlan:
+    """What a resume at iteration `before_step` keeps of the event file `source` (docs/runtime.md,
+    "Resuming a run"): every readable record before that step, in file order, without the
+    file-version header (`bodies`, byte for byte), and the gaps where damaged bytes may have held
+    rows before that step. Rows at or after it are the killed segment's lost work, rewritten."""
 
-    found = sorted(run_dir.glob("events.out.tfevents.*"))
-    if not found:
-        return [], None
-    if len(found) > 1:
-        raise InvalidInput(f"{run_dir}: {len(found)} event files; a run resumes with exactly one")
-    events = [Event.FromString(body) for body in record_bodies(found[0], upto_damage=True)]
-    return [e for e in events if not e.HasField("file_version") and e.step < before_step], found[0]
+    source: Path
+    before_step: int
+    bodies: tuple[bytes, ...]
+    gaps: tuple[dict[str, Any], ...]
+
+    def record(self) -> dict[str, Any]:
+        """What the resumed segment records of its carry (segments.json, then run_summary.json)."""
+        return {"from": self.source.name, "rows": len(self.bodies), "gaps": list(self.gaps)}
+
+
+def plan_carry(path: Path, before_step: int) -> CarryPlan:
+    """Read every record of `path` that can be read. A record whose data fails its CRC is skipped
+    (its length is sound, so the walk goes on right after it), and so is a cut last record; where
+    either could hide rows before `before_step` it is a gap: its byte range, the steps it lies
+    between and the rows of every per-iteration series missing there. A length that fails its CRC
+    is refused (InvalidInput naming the byte offset): nothing after it can be found without guessing."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import masked_crc32c
+
+    walked: list[tuple[Record | Damage, Any]] = []
+    for item in _records(path.read_bytes(), path, masked_crc32c):
+        event = Event.FromString(item.body) if isinstance(item, Record) else None
+        walked.append((item, None if event is not None and event.HasField("file_version") else event))
+    keep = [(r, e) for r, e in walked if isinstance(r, Record) and e is not None and e.step < before_step]
+    rows = _rows([e for _, e in keep])
+    gaps: list[dict[str, Any]] = []
+    for i, (item, _) in enumerate(walked):
+        if not isinstance(item, Damage):
+            continue
+        after = next((e.step for _, e in reversed(walked[:i]) if e is not None), None)
+        later = next((e.step for _, e in walked[i + 1:] if e is not None), None)
+        if after is not None and after >= before_step:
+            continue  # among the rows the resume rewrites anyway
+        lo = after if after is not None else 0
+        hi = before_step - 1 if later is None else min(later, before_step - 1)
+        gaps.append({"file": path.name, "byte_start": item.start, "byte_end": item.end, "damage": item.words,
+                     "steps": [lo, hi], "missing_rows": _missing(rows, lo, hi)})
+    return CarryPlan(path, before_step, tuple(r.body for r, _ in keep), tuple(gaps))
+
+
+def _rows(events: list[Any]) -> dict[str, set[int]]:
+    """Each scalar tag's steps among `events`."""
+    rows: dict[str, set[int]] = {}
+    for event in events:
+        for value in event.summary.value:
+            rows.setdefault(value.tag, set()).add(event.step)
+    return rows
+
+
+PER_ITERATION = "Perf/"  # series logged at every iteration: a step missing there is a missing row
+
+
+def _missing(rows: dict[str, set[int]], lo: int, hi: int) -> dict[str, list[int]]:
+    return {tag: missing for tag, steps in sorted(rows.items()) if tag.startswith(PER_ITERATION)
+            and (missing := [s for s in range(max(lo, min(steps)), hi + 1) if s not in steps])}
+
+
+def undeclared_gaps(frame: pd.DataFrame, declared: list[dict[str, Any]]) -> list[str]:
+    """Rows missing from the per-iteration series between their first and last step that no declared
+    gap (run_summary.json's event_gaps) covers, one line per series: what `soaklab validate` fails."""
+    covered = {s for gap in declared for s in range(int(gap["steps"][0]), int(gap["steps"][1]) + 1)}
+    lines = []
+    for tag, steps in frame.groupby("tag")["step"]:
+        if not str(tag).startswith(PER_ITERATION):
+            continue
+        have = set(steps.tolist())
+        missing = [s for s in range(min(have), max(have) + 1) if s not in have and s not in covered]
+        if missing:
+            lines.append(f"{tag}: {len(missing)} steps missing ({missing[0]}..{missing[-1]}), no gap declared")
+    return lines
+
+
+def frame_records(bodies: Iterable[bytes]) -> bytes:
+    """Records in TFRecord framing, as TensorBoard's RecordWriter writes each."""
+    from tensorboard.summary.writer.record_writer import masked_crc32c
+
+    out = bytearray()
+    for body in bodies:
+        header = struct.pack("<Q", len(body))
+        out += header + struct.pack("<I", masked_crc32c(header)) + body + struct.pack("<I", masked_crc32c(body))
+    return bytes(out)
 
 
 def verify_records(path: Path) -> int:

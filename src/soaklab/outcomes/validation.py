@@ -13,6 +13,8 @@ from typing import Any
 from soaklab.config.run_config import config_hash, recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.metrics.events import read_events
+from soaklab.metrics.events import undeclared_gaps as undeclared
 from soaklab.metrics.extract import REQUIRED_TAGS
 from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.schemas import load_artifact, validate_artifact
@@ -41,7 +43,18 @@ def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config
     ]
 
 
-def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str, Any]) -> list[Check]:
+def undeclared_gaps(run_dir: Path, event_file: str, summary: dict[str, Any]) -> list[str]:
+    """Per-iteration rows missing from the run's event file that run_summary.json does not declare
+    (a resume that could not carry damaged records declares them: docs/runtime.md, "Resuming a run")."""
+    path = run_dir / Path(event_file).name
+    if not path.is_file():  # "read this run dir's own event file" fails instead
+        return []
+    frame, _ = read_events(path)
+    return undeclared(frame, summary.get("event_gaps") or [])
+
+
+def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str, Any],
+                   summary: dict[str, Any]) -> list[Check]:
     identity = metrics.get("run_identity") or {}
     return [
         Check("metrics: the event file names this run's config hash", run_config["config_hash"],
@@ -51,7 +64,10 @@ def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str,
         Check("metrics: read this run dir's own event file",
               sorted(p.name for p in run_dir.glob("events.out.tfevents.*")), [metrics["event_file"]]),
         Check("metrics: metric_schema_version", METRIC_SCHEMA_VERSION, metrics["metric_schema_version"]),
-        Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]),
+        # A required series with rows missing, undeclared, is as good as missing. One row with the tags
+        # (not a row of its own), so the records' validation rows stay as they were.
+        Check("metrics: missing required tags", [], [t for t in metrics["missing"] if t in REQUIRED_TAGS]
+              + undeclared_gaps(run_dir, metrics["event_file"], summary)),
         Check("metrics: non-finite windows", [], metrics["non_finite"]),
     ]
 
@@ -73,7 +89,7 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
     checks += rank_checks(summary, run_config)
     checks += consistency_checks(soak, summary, run_config, run_dir)
     if metrics is not None:
-        checks += metrics_checks(metrics, run_dir, run_config)
+        checks += metrics_checks(metrics, run_dir, run_config, summary)
     passed = sum(c.passed for c in checks)
     report = {"schema_version": VALIDATION_SCHEMA_VERSION, "status": "passed" if passed == len(checks) else "failed",
               "artifacts": artifacts, "passed": passed, "failed": len(checks) - passed,

@@ -14,7 +14,11 @@ from soaklab.errors import InvalidInput
 
 FAULT_ENV = "SOAKLAB_FAULT"
 FAULTS = ("hang_startup", "hang_collector_ready", "hang_learner", "hang_collector", "kill_collector", "raise_learner",
-          "leak_child", "nan_reward", "kill_learner", "sigterm_learner")
+          "leak_child", "nan_reward", "kill_learner", "sigterm_learner",
+          # SIGKILL at a step of a resume at iteration <k> (docs/runtime.md, "Resuming a run"): with the
+          # carried events under their temporary name, half copied into the new event file, the
+          # checkpoint half loaded, and right after the resumed segment's record.
+          "kill_carry_tmp", "kill_carry", "kill_checkpoint_load", "kill_segment")
 
 
 @dataclass(frozen=True)

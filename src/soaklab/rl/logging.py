@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -146,23 +148,20 @@ class RunLogger:
     collector, not in between its iterations."""
 
     def __init__(self, run_dir: Path, max_iterations: int, identity: dict[str, str] | None = None,
-                 run_config: dict[str, Any] | None = None, continue_before: int | None = None,
-                 wandb: WandbSink | None = None) -> None:
+                 run_config: dict[str, Any] | None = None, resuming: bool = False,
+                 wandb: WandbSink | None = None, kill_midway_carry: bool = False) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        from soaklab.metrics.events import carry_events
+        from soaklab.rl.event_carry import EVENTS_GLOB
 
         self.run_dir = run_dir
-        # A resumed run (continue_before: the iteration it resumes at) keeps one event file: the old
-        # file's events before that iteration are copied into the new one, the rest (the work the
-        # kill lost) dropped, and the old file removed once the copy is on disk.
-        carried, old = carry_events(run_dir, continue_before) if continue_before is not None else ([], None)
+        # A resumed run keeps one event file: the one event file there (rl.event_carry has left it
+        # holding exactly the rows the resume keeps) is copied into the new one, which is synced
+        # before the old file is removed (a kill in between: rl.event_carry.prepare recovers).
+        carried = sorted(run_dir.glob(EVENTS_GLOB)) if resuming else []
         self.writer = SummaryWriter(log_dir=str(run_dir), flush_secs=5)
-        if old is not None:
-            for event in carried:
-                self.writer._get_file_writer().add_event(event)
-            self.writer.flush()
-            old.unlink()
+        if carried:
+            self._carry(carried[0], kill_midway_carry)
             identity = run_config = None  # carried with the rest
         if identity is not None:  # binds the event file to its run (checked by `soaklab validate`)
             self.writer.add_text(IDENTITY_TAG, json.dumps(identity, sort_keys=True), 0)
@@ -178,6 +177,31 @@ class RunLogger:
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._write_loop, name="soaklab-scalars", daemon=True)
         self._thread.start()
+
+    def _carry(self, old: Path, kill_midway: bool) -> None:
+        """Step 3 of a resume's carry (soaklab.rl.event_carry). `kill_midway`: the test hook
+        SOAKLAB_FAULT=kill_carry@<k> (soaklab.rl.faults), half the records copied and on disk."""
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        from soaklab.metrics.events import record_bodies
+        from soaklab.rl.event_carry import EVENTS_GLOB, sync_dir
+
+        writer = self.writer._get_file_writer()
+        events = [e for e in map(Event.FromString, record_bodies(old)) if not e.HasField("file_version")]
+        for i, event in enumerate(events):
+            if kill_midway and i == len(events) // 2:
+                self.writer.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            writer.add_event(event, walltime=event.wall_time)  # else the writer stamps it now
+        self.writer.flush()
+        for new in set(self.run_dir.glob(EVENTS_GLOB)) - {old}:
+            fd = os.open(new, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        old.unlink()
+        sync_dir(self.run_dir)
 
     def scalars(self, values: dict[str, float | None], step: int, walltime: float | None = None) -> None:
         if self._error is not None:

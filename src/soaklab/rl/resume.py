@@ -199,9 +199,11 @@ def read_segments(run_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
-def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None) -> list[dict[str, Any]]:
+def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None,
+                  carried: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Close the previous segment (a killed one never wrote its end: it ended where this resume
-    picks up, its later work discarded) and open this one."""
+    picks up, its later work discarded) and open this one. `carried`: what a resume keeps of the
+    event file, with the gaps damaged records leave (soaklab.metrics.events.CarryPlan.record)."""
     segments = read_segments(run_dir)
     if segments and segments[-1].get("end_iteration") is None:
         segments[-1].update(end_iteration=start_iteration, cause="killed (no shutdown recorded)",
@@ -209,9 +211,20 @@ def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None)
     elif segments:
         segments[-1]["resumed_at"] = start_iteration
     segments.append({"start_iteration": start_iteration, "resumed_from_checkpoint": resumed_from,
-                     "end_iteration": None, "cause": None})
+                     "end_iteration": None, "cause": None, **({"carried_events": carried} if carried else {})})
     write_json_atomic(run_dir / SEGMENTS, {"segments": segments})
     return segments
+
+
+def event_gaps(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every gap the run's resumes declared, once each (a resume killed before its rewrite plans the
+    same gap again), in the order they were found."""
+    gaps: list[dict[str, Any]] = []
+    for segment in segments:
+        for gap in (segment.get("carried_events") or {}).get("gaps", []):
+            if gap not in gaps:
+                gaps.append(gap)
+    return gaps
 
 
 def end_segment(run_dir: Path, end_iteration: int, cause: str) -> list[dict[str, Any]]:

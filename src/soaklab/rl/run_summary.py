@@ -12,6 +12,7 @@ import torch
 from soaklab.contract.layout import Layout
 from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.rl.channels import C
+from soaklab.rl.resume import event_gaps
 from soaklab.schemas import validate_artifact
 
 if TYPE_CHECKING:
@@ -194,6 +195,8 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
         "training_wall_time_sec": outcome.wall_time_s,
         "metric_schema_version": METRIC_SCHEMA_VERSION,
         "segments": outcome.segments or [],
+        # Rows a resume could not carry (damaged event records): what `soaklab validate` accepts as missing.
+        "event_gaps": event_gaps(outcome.segments or []),
         "loggers": outcome.loggers or {},
         "runtime_manifest": manifest,
     }

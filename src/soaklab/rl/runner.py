@@ -278,8 +278,8 @@ class Learner:
         # Rank 0 alone writes the terminal, TensorBoard and progress.json.
         self.logger = (RunLogger(self.run_dir, self.max_iterations,
                                  {"config_hash": record["config_hash"], "run_dir": str(self.run_dir)}, record,
-                                 continue_before=self.start_iteration if self.resume is not None else None,
-                                 wandb=self._wandb_sink(record))
+                                 resuming=self.resume is not None, wandb=self._wandb_sink(record),
+                                 kill_midway_carry=self._due("kill_carry"))
                        if self.is_main else SilentLogger())
         self.agent = make_agent(self.resolved.composed.algo, spaces.actor_obs, spaces.critic_obs, spaces.action,
                                 self.cfg.algo.num_envs, self.cfg.algo, self.device)
@@ -527,6 +527,10 @@ class Learner:
                                             if ended > 0 else None)
         return values
 
+    def _due(self, name: str) -> bool:
+        """A resume's kill test hook (SOAKLAB_FAULT=<name>@<the iteration it resumes at>)."""
+        return self.resume is not None and self.fault is not None and self.fault.due(name, self.start_iteration)
+
     def _fault_hooks(self, it: int) -> None:
         fault = self.fault
         if fault is None:
@@ -593,6 +597,8 @@ class Learner:
         """Everything _save_resume wrote, before the collector is spawned and the agent is bound."""
         state = checkpoint.learner
         load_tensor_state(self.agent, state["agent"])
+        if self._due("kill_checkpoint_load"):  # the agent restored, the rest not yet
+            os.kill(os.getpid(), signal.SIGKILL)
         replay, saved = self.replay, state["replay"]
         replay.storage[: saved["rows"].shape[0]].copy_(saved["rows"])
         replay.ptr, replay.size = int(saved["ptr"]), int(saved["size"])

@@ -6,6 +6,7 @@ The configuration arrives resolved (soaklab.config.resolve): this module never c
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
+    from soaklab.rl.event_carry import Carry
     from soaklab.rl.ranks import RankContext
     from soaklab.rl.resume import Checkpoint
 
@@ -60,9 +62,10 @@ def budget_words(resolved: ResolvedRun) -> str:
     return "" if minutes is None else f" or {minutes:g} min of wall clock, whichever ends first"
 
 
-def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, ResolvedRun, Checkpoint]:
-    """The interrupted run dir to continue and its newest readable checkpoint, checked before
-    anything starts; the dir is claimed as a new run's would be."""
+def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, ResolvedRun, Checkpoint, Carry]:
+    """The interrupted run dir to continue, its newest readable checkpoint and what its event file
+    carries, checked before anything starts; the dir is claimed as a new run's would be."""
+    from soaklab.rl.event_carry import prepare
     from soaklab.rl.resume import check_resumable
 
     if resolved.ranks.parallel:
@@ -70,8 +73,9 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, Resolved
                            f"(this one has {resolved.ranks.world_size} ranks)")
     # The recorded config as it is (its log_dir included): a run dir moved elsewhere still resumes.
     found = check_resumable(run_dir, resolved.record()["config_hash"])
+    carry = prepare(run_dir, found.iteration)
     claim(run_dir)
-    return run_dir, resolved, found
+    return run_dir, resolved, found, carry
 
 
 def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict[str, Any]]:
@@ -79,13 +83,14 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     next with its policy (export, playback) is the caller's (soaklab.policy.post_training).
     `resume`: an interrupted run dir to continue from its newest checkpoint (soaklab.rl.resume)."""
     from soaklab.host.lifetime import dump_stacks_on_signal
+    from soaklab.rl.event_carry import rewrite
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.resume import begin_segment
     from soaklab.rl.runner import Learner
 
-    checkpoint = None
+    checkpoint = carry = None
     if resume is not None:  # refused before anything starts
-        run_dir, resolved, checkpoint = resume_run_dir(resolved, resume)
+        run_dir, resolved, checkpoint, carry = resume_run_dir(resolved, resume)
     dump_stacks_on_signal()
     fault = fault_from_env()
     if fault is not None and fault.name == "hang_startup":
@@ -99,7 +104,18 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
               f"({checkpoint.learner['env_steps']} env steps)", flush=True)
     else:
         run_dir, resolved = prepare_run_dir(resolved)
-    begin_segment(run_dir, checkpoint.iteration if checkpoint else 0, checkpoint.iteration if checkpoint else None)
+    # The segment first, with the gaps its carry leaves: a kill before the rewrite below plans them again.
+    begin_segment(run_dir, checkpoint.iteration if checkpoint else 0, checkpoint.iteration if checkpoint else None,
+                  carry.plan.record() if carry is not None and carry.plan is not None else None)
+    if carry is not None and checkpoint is not None:
+        for gap in carry.plan.gaps if carry.plan is not None else ():
+            print(f"train: warning: {gap['file']}: {gap['damage']} at bytes {gap['byte_start']}..{gap['byte_end']}: "
+                  f"rows of steps {gap['steps'][0]}..{gap['steps'][1]} may be lost; the gap is declared in "
+                  "run_summary.json (event_gaps)", file=sys.stderr, flush=True)
+        due = fault is not None and fault.iteration == checkpoint.iteration
+        if due and fault.name == "kill_segment":  # test hook: the segment recorded, nothing carried yet
+            os.kill(os.getpid(), signal.SIGKILL)
+        rewrite(carry, kill_before_rename=due and fault.name == "kill_carry_tmp")
     print(f"train: config {origin}", flush=True)
     print(resolved.devices.mapping_line(), flush=True)
     print(f"train: {resolved.composed.algo}/{resolved.composed.task}/{resolved.composed.sim} "
