@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from soaklab.soak.interrupted import interrupted_dir
+from soaklab.soak.interrupted import kept_runs
 from tests.soak.conftest import assert_nothing_downstream_passes
 
 
@@ -27,7 +27,7 @@ def test_instability_on_every_reset_ends_the_soak_diverged_and_nothing_passes(st
     assert "physics_unstable at iteration 0: the simulator reset envs as unstable 8 times" in soak["failure_reason"]
     summary = json.loads((run.log_dir / "run_summary.json").read_text())
     assert summary["status"] == "failed" and summary["runtime_manifest"]["shutdown"]["classification"] == "diverged"
-    assert not interrupted_dir(run.log_dir).exists(), "a diverged run is not kept to resume"
+    assert kept_runs(run.log_dir) == [], "a diverged run is not kept to resume"
     assert_nothing_downstream_passes(run, "diverged")
 
 

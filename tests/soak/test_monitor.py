@@ -11,7 +11,7 @@ import pytest
 from soaklab.errors import REQUEUE_EXIT
 from soaklab.files.checkpoints import checkpoint_iterations
 from soaklab.schemas import schema_errors
-from soaklab.soak.interrupted import interrupted_dir
+from soaklab.soak.interrupted import interrupted_dir, kept_runs
 from soaklab.soak.sampler import ProcessKey
 
 
@@ -133,7 +133,8 @@ def test_sigterm_or_sighup_to_the_monitor_is_external_cancellation(start_soak, s
     assert soak["shutdown"]["terminated_by_monitor"]["signal"] == signal.Signals(sig).name
     assert soak["shutdown"]["trainer_returncode"] == REQUEUE_EXIT
     assert soak["post_shutdown"]["residual_processes"] == []
-    kept = interrupted_dir(run.log_dir)
+    kept = interrupted_dir(run.log_dir, soak["context"]["config_hash"])
+    assert kept_runs(run.log_dir) == [kept], "the interrupted run is kept, under its config's name"
     assert not run.log_dir.exists() and checkpoint_iterations(kept), "the interrupted run is kept, checkpointed"
     no_process_left(soak)
 
@@ -244,13 +245,29 @@ def test_two_ranks_are_watched_and_validated(start_soak, tmp_path):
     assert report["status"] == "passed", [c for c in report["checks"] if not c["passed"]]
 
 
-def test_the_minimum_duration_is_the_whole_runs_over_its_segments(start_soak):
-    """A soak killed and resumed is judged on how long the run ran in all its segments, not the last
-    one's: the reason names their sum."""
+def test_a_soak_resumes_its_own_configs_run_judged_over_its_segments_alone(start_soak, tmp_path):
+    """Config A killed at 25 and kept; a soak of config B (another seed) of the same run dir starts
+    afresh beside it, is killed in turn and kept too, A's run untouched. A's soak then resumes A's run
+    at 20 and completes it, judged on how long A's run ran in its segments, not B's and not only the
+    last one's: the reason names their sum."""
     first = finished(start_soak(iterations=40, fault="kill_learner@25"))  # checkpoints every 10
     assert first["failure_classification"] == "learner_failure" or first["run_summary"] is None, first
+    run_dir = tmp_path / "soak" / "run"
+    a = interrupted_dir(run_dir, first["context"]["config_hash"])
+    other = start_soak("--extra-override", "algo.seed=7", iterations=40, fault="kill_learner@15",
+                       output=tmp_path / "b.json")
+    b_soak = finished(other)
+    out = other.out()
+    assert f"soak: {a}: kept for config {first['context']['config_hash']}" in out, out
+    b = interrupted_dir(run_dir, b_soak["context"]["config_hash"])
+    assert kept_runs(run_dir) == sorted([a, b]) and a != b
+    assert checkpoint_iterations(a)[-1] == 20 and checkpoint_iterations(b)[-1] == 10
     second = finished(start_soak(iterations=40, min_duration_seconds=100000))
     assert second["command"]["trainer"][3:5] == ["train", "--resume"]
+    assert second["run_summary"]["status"] == "completed"
+    segments = second["run_summary"]["segments"]
+    assert [(s["start_iteration"], s["end_iteration"]) for s in segments] == [(0, 20), (20, 40)]
+    assert kept_runs(run_dir) == [b] and checkpoint_iterations(b)[-1] == 10
     assert [s["status"] for s in second["segments"]] == ["failed", "failed"]
     assert second["failure_classification"] == "min_duration_not_met"
     total = sum(s["duration_s"] for s in second["segments"])

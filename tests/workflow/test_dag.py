@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from soaklab.schemas import schema_errors
+from soaklab.soak.interrupted import kept_runs
 from tests.conftest import REPO
 from tests.workflow.conftest import CHAIN, planned, snakemake
 
@@ -194,12 +195,12 @@ def test_invalid_workflow_config_is_refused_at_load(project, tmp_path, overlay, 
 
 def test_a_soak_killed_mid_run_resumes_on_the_next_dag_run(project):
     """The trainer SIGKILLed at iteration 23 (checkpoints every 10): the failed soak keeps its run as
-    results/cpu/train.interrupted; the same `snakemake soak` again resumes it at iteration 20 and the
+    results/cpu/train.interrupted-<config hash>; the same `snakemake soak` again resumes it at iteration 20 and the
     run validates, its soak JSON and run summary naming both segments."""
     _, work, _ = project
     proc = snakemake(project, "soak", fault="kill_learner@23")
     assert proc.returncode != 0
-    interrupted = work / "results/cpu/train.interrupted"
+    [interrupted] = kept_runs(work / "results/cpu/train")  # results/cpu/train.interrupted-<its config>
     assert (interrupted / "resume/learner_20.pt").is_file() and not (work / "results/cpu/train").exists()
     assert "kept the interrupted run" in (work / "logs/cpu/train_soak.log").read_text()
 

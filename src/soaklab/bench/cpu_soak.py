@@ -35,6 +35,7 @@ from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.same_run import first_difference
 from soaklab.rl.faults import FAULT_ENV
+from soaklab.soak.interrupted import kept_runs
 
 RUN = "cpu30"
 CONFIG = "config/cpu-30min.yaml"
@@ -82,9 +83,9 @@ def main() -> int:
     for k in kills:
         print(f"$ {FAULT_ENV}=kill_learner@{k}", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, env={**os.environ, FAULT_ENV: f"kill_learner@{k}"})
-        if not (RESULTS / "train.interrupted").is_dir():
+        if not kept_runs(RESULTS / "train"):
             print(f"cpu_soak: the soak killed at iteration {k} was not kept for resuming "
-                  f"(no {RESULTS / 'train.interrupted'}); see logs/{RUN}/train_soak.log", file=sys.stderr)
+                  f"(no {RESULTS / 'train.interrupted-*'}); see logs/{RUN}/train_soak.log", file=sys.stderr)
             return 1
     print("$", " ".join(cmd[1:]), flush=True)
     done = subprocess.run(cmd)

@@ -70,6 +70,7 @@ from soaklab.rl.resume import (
 )
 from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, build_summary, validate_summary
 from soaklab.rl.schedule import UPDATE_LAG_VECTORS, UpdateSchedule
+from soaklab.rl.shm import reclaim_at_start
 from soaklab.rl.timing import PhaseTimer
 from soaklab.rl.transport import CudaRing, HostRing, make_cuda_ring, make_transport
 from soaklab.rl.wandb_sink import WandbSink
@@ -271,6 +272,8 @@ class Learner:
             self.group = RankGroup.join(self.rank, self.run_dir, self.device, carrier, self._stuck)
         # A cuda carrier: the learner allocates the ring and ingress slots on the GPU and shares them.
         cuda_ring = make_cuda_ring(layout, carrier) if carrier.startswith("cuda") else None
+        if line := reclaim_at_start():  # a tree killed whole left its segments: not for good
+            print(f"train: {line}", flush=True)
         self.arrays, self.handles = make_channels(ctx, layout, cuda_ring)
         self.transport = make_transport(cuda_ring if cuda_ring is not None else self.arrays)
         record = self.resolved.record()

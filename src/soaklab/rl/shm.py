@@ -125,3 +125,19 @@ def reclaim_orphans(shm_dir: Path = SHM_DIR, dry_run: bool = False) -> tuple[lis
                 continue
         reclaimed.append(name)
     return reclaimed, errors
+
+
+def reclaim_at_start() -> str | None:
+    """What every learner does before it creates its own segments: reclaim those of soaklab learners
+    that are gone, by the rule of `soaklab shm reclaim` (reclaim_orphans), so that a run whose whole
+    tree was killed at once (a Slurm cancel, the OOM killer) leaves nothing for good once another run
+    starts on the host. One line saying what was reclaimed, or could not be; None if neither."""
+    reclaimed, errors = reclaim_orphans()
+    if not reclaimed and not errors:
+        return None
+    pids = sorted({int(match.group(1)) for name in reclaimed if (match := SEGMENT_NAME.match(name))})
+    done = (f"reclaimed {len(reclaimed)} segment(s) in {SHM_DIR} of soaklab learners that are gone "
+            f"(pid {', '.join(map(str, pids))})" if reclaimed else "")
+    failed = (f"could not reclaim {len(errors)} segment(s) of soaklab learners that are gone: {errors[0]}"
+              if errors else "")
+    return "; ".join(part for part in (done, failed) if part)

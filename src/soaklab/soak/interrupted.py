@@ -1,17 +1,22 @@
-"""A soak whose trainer was interrupted keeps its run, and the next soak of the same run resumes it
-(docs/soak.md, "Interrupted soaks").
+"""A soak whose trainer was interrupted keeps its run, and the next soak of the same run and config
+resumes it (docs/soak.md, "Interrupted soaks").
 
 Snakemake deletes a failed job's outputs, the run dir among them, before it runs the job again. So a
-soak that fails with a resumable checkpoint in its run dir moves the dir aside, to
-`<run dir>.interrupted`, beside its own copy of the soak JSON. The next soak aimed at the same run
-dir, with the same configuration, moves it back and runs `soaklab train --resume` in it. The run
-dir's path, and so its config hash and event identity, are the same as the first time.
+soak that fails with a resumable checkpoint in its run dir moves the dir aside, beside its own copy
+of the soak JSON, to `<run dir>.interrupted-<the first 12 hex digits of its config hash>`: a kept run
+belongs to its config, and runs kept for different configs of one run dir stay side by side. The
+next soak aimed at the same run dir with the same config moves its run back and runs `soaklab train
+--resume` in it. The run dir's path, and so its config hash and event identity, are the same as the
+first time. `<run dir>.interrupted` (the name before the config was in it) is still adopted when its
+run config names this soak's config.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +25,46 @@ from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 
 SEGMENT_SOAKS = "soak_segments"  # each interrupted segment's soak JSON, inside the run dir
+KEPT_SUFFIX = ".interrupted"
+TAG_DIGITS = 12  # of the config hash, in the kept dir's name: enough to tell configs of one run dir apart
+_HASH = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
-def interrupted_dir(log_dir: Path) -> Path:
-    return log_dir.with_name(log_dir.name + ".interrupted")
+@dataclass(frozen=True)
+class Adoption:
+    """What a soak found kept for its run dir: the iteration it resumes at (None: it starts afresh)
+    and the lines that say what was done with each kept run."""
+
+    resumed_at: int | None
+    notes: tuple[str, ...] = ()
 
 
-def keep_interrupted(log_dir: Path, soak: dict[str, Any]) -> Path | None:
-    """After a failed soak: move a resumable run aside (with this segment's soak JSON); None if the
-    run has no checkpoint, completed, or diverged (a NaN or a blown-up physics comes back on resume:
-    start afresh)."""
+def config_tag(config_hash: str) -> str:
+    match = _HASH.match(config_hash)
+    if match is None:  # the soak's own resolved hash; anything else is a bug, not input
+        raise ValueError(f"not a config hash: {config_hash!r}")
+    return match.group(1)[:TAG_DIGITS]
+
+
+def interrupted_dir(log_dir: Path, config_hash: str) -> Path:
+    """Where a run dir made with `config_hash` is kept after an interrupted soak."""
+    return log_dir.with_name(f"{log_dir.name}{KEPT_SUFFIX}-{config_tag(config_hash)}")
+
+
+def kept_runs(log_dir: Path) -> list[Path]:
+    """Every kept run of this run dir, whatever its config (the legacy `<run dir>.interrupted` too)."""
+    legacy = log_dir.with_name(log_dir.name + KEPT_SUFFIX)
+    tagged = re.compile(rf"^{re.escape(legacy.name)}-[0-9a-f]{{{TAG_DIGITS}}}$")
+    found = [p for p in log_dir.parent.glob(f"{legacy.name}-*") if tagged.match(p.name) and p.is_dir()]
+    return sorted(found + ([legacy] if legacy.is_dir() else []))
+
+
+def keep_interrupted(log_dir: Path, soak: dict[str, Any], config_hash: str) -> tuple[Path, bool] | None:
+    """After a failed soak: move a resumable run aside (with this segment's soak JSON) to its config's
+    kept dir. Returns (where, whether it replaced an older run kept there for this same config: a
+    soak that started afresh beside one with no checkpoint); None if the run has no checkpoint,
+    completed, or diverged (a NaN or a blown-up physics comes back on resume: start afresh). A run
+    kept for another config is never touched."""
     summary = soak.get("run_summary") or {}
     if (not checkpoint_iterations(log_dir) or summary.get("status") == "completed"
             or soak.get("failure_classification") in ("non_finite", "diverged")):
@@ -37,35 +72,53 @@ def keep_interrupted(log_dir: Path, soak: dict[str, Any]) -> Path | None:
     segments = log_dir / SEGMENT_SOAKS
     segments.mkdir(exist_ok=True)
     write_json_atomic(segments / f"soak-{len(list(segments.glob('soak-*.json')))}.json", soak)
-    target = interrupted_dir(log_dir)
-    if target.exists():
-        shutil.rmtree(target)  # an older interruption of this run: this one holds its newer state
+    target = interrupted_dir(log_dir, config_hash)
+    replaced = target.exists()
+    if replaced:  # moved out of the way first: a kill meanwhile leaves both runs, never neither
+        old = target.with_name(target.name + ".replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
     log_dir.rename(target)
-    return target
+    if replaced:
+        shutil.rmtree(old)
+    return target, replaced
 
 
-def adopt_interrupted(log_dir: Path, config_hash: str) -> tuple[int | None, str | None]:
-    """Before a soak starts: move an interrupted run of this same configuration back into place.
-    Returns (its newest checkpoint's iteration, None) or (None, why it was not adopted).
-    Only names are looked at here: loading a checkpoint (the replay ring: gigabytes on a GPU) is the
-    trainer's, which refuses one made with another config and falls back past a damaged one."""
-    source = interrupted_dir(log_dir)
-    if not source.is_dir():
-        return None, None
-    iterations = checkpoint_iterations(source)
-    if not iterations:
-        return None, f"{source}: holds no checkpoint; starting afresh"
+def _made_with(kept: Path) -> str | None:
     try:
-        made_with = json.loads((source / RUN_CONFIG).read_text()).get("config_hash")
+        made_with = json.loads((kept / RUN_CONFIG).read_text()).get("config_hash")
     except (OSError, ValueError, AttributeError):
-        made_with = None
-    if made_with != config_hash:
-        return None, (f"{source}: made with config {made_with}, this soak's is {config_hash}; "
-                      "starting afresh (the interrupted run is left where it is)")
+        return None
+    return made_with if isinstance(made_with, str) else None
+
+
+def adopt_interrupted(log_dir: Path, config_hash: str) -> Adoption:
+    """Before a soak starts: move the run kept for this same configuration back into place.
+    Only names and run configs are looked at here: loading a checkpoint (the replay ring: gigabytes
+    on a GPU) is the trainer's, which refuses one made with another config and falls back past a
+    damaged one. Runs kept for other configs are left where they are, and the notes say so."""
+    ours = interrupted_dir(log_dir, config_hash)
+    legacy = log_dir.with_name(log_dir.name + KEPT_SUFFIX)
+    if not ours.is_dir() and legacy.is_dir() and _made_with(legacy) == config_hash:
+        ours = legacy
+    others = [p for p in kept_runs(log_dir) if p != ours]
+    notes = [f"{p}: kept for config {made}, not this soak's {config_hash}; left where it is"
+             if (made := _made_with(p)) != config_hash else f"{p}: an older kept run of this config; left where it is"
+             for p in others]
+    if not ours.is_dir():
+        if others:
+            notes.append(f"no interrupted run of config {config_hash} is kept; starting afresh")
+        return Adoption(None, tuple(notes))
+    iterations = checkpoint_iterations(ours)
+    if not iterations:
+        notes.append(f"{ours}: holds no checkpoint; starting afresh (it stays until this soak is "
+                     "interrupted in turn, which keeps its run there instead)")
+        return Adoption(None, tuple(notes))
     if log_dir.exists():
         log_dir.rmdir()  # new or empty (checked before): nothing is lost
-    source.rename(log_dir)
-    return iterations[-1], None
+    ours.rename(log_dir)
+    notes.append(f"moved the interrupted run of this config back from {ours} to {log_dir}")
+    return Adoption(iterations[-1], tuple(notes))
 
 
 def earlier_segments(log_dir: Path) -> list[dict[str, Any]]:

@@ -229,8 +229,9 @@ class Monitor:
     # -- the soak ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         request = self.request
-        self.resumed_at, note = adopt_interrupted(request.log_dir, self.resolved.record()["config_hash"])
-        if note:
+        adoption = adopt_interrupted(request.log_dir, self.resolved.record()["config_hash"])
+        self.resumed_at = adoption.resumed_at
+        for note in adoption.notes:
             print(f"soak: {note}", flush=True)
         if self.resumed_at is not None:
             earlier = request.console_log.with_name(f"soak-console-before-{self.resumed_at}.log")
@@ -294,9 +295,12 @@ class Monitor:
                 self.write_errors.append(f"{what}: cannot write {exc.filename or ''}: {exc.strerror or exc}")
                 print(f"soak: error: {self.write_errors[-1]}", file=sys.stderr, flush=True)
         if soak["status"] != "passed" and self.proc is not None:
-            kept = self.kept_interrupted = keep_interrupted(request.log_dir, soak)
+            kept = keep_interrupted(request.log_dir, soak, self.resolved.record()["config_hash"])
             if kept is not None:
-                print(f"soak: kept the interrupted run in {kept}; the same soak again resumes it", flush=True)
+                self.kept_interrupted, replaced = kept
+                print(f"soak: kept the interrupted run in {self.kept_interrupted}"
+                      f"{' (in place of the older run kept there for this config)' if replaced else ''}; "
+                      "the same soak with the same config again resumes it", flush=True)
         return soak
 
     def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
