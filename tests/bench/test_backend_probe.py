@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -11,7 +12,11 @@ from soaklab.bench.backend import solver_counts
 from tests.conftest import one_line
 
 
-def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path):
+def test_probe_writes_phases_and_the_raw_ceiling(cli, g1_assets, tmp_path, monkeypatch):
+    """Without the warp extra: the CPU probe asks for no physics variant, so it needs no mujoco_warp
+    (an import of a module set to None in sys.modules fails as an absent package's does)."""
+    for name in ("mujoco_warp", "warp"):
+        monkeypatch.setitem(sys.modules, name, None)
     out = tmp_path / "probe.json"
     result = cli("bench", "backend", "--backends", "mujoco", "--num-envs", "4", "--warmup", "1", "--iters", "3",
                  "--threads", "2", "--assets-manifest", g1_assets.manifest_path, "--output", out)

@@ -33,5 +33,5 @@ def test_bytes_and_seconds_of_a_real_runs_checkpoints(start_train, tmp_path):
 
 def test_a_dir_that_is_not_a_finished_run_is_refused(tmp_path):
     done = cost(str(tmp_path), "--out", str(tmp_path / "cost.json"))
-    assert done.returncode == 2 and "no run_summary.json" in done.stderr
+    assert done.returncode == 1 and "no run_summary.json" in done.stderr
     assert not (tmp_path / "cost.json").exists()

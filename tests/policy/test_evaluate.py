@@ -36,6 +36,32 @@ def g1_run(tmp_path_factory, g1_assets) -> Path:
     return run_dir
 
 
+@pytest.fixture(scope="module")
+def g1_failed_run(tmp_path_factory, g1_assets) -> Path:
+    """The same run, failed at iteration 6: its final checkpoint is written all the same."""
+    run_dir = tmp_path_factory.mktemp("g1-failed") / "run"
+    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac",
+                           "--task", "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest",
+                           str(g1_assets.manifest_path), *FAST, *QUIET, f"training.log_dir={run_dir}"],
+                          env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0", SOAKLAB_FAULT="raise_learner@6"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (run_dir / "checkpoints" / "model_final.pt").is_file()
+    return run_dir
+
+
+def test_a_failed_run_is_evaluated_but_never_as_a_finished_policy(cli, tmp_path, g1_failed_run):
+    out, page = tmp_path / "evaluation.json", tmp_path / "evaluation.html"
+    result = cli("evaluate", g1_failed_run, "--episodes", "2", "--out", out, "--html", page)
+    assert result.code == 0, result.err
+    record = json.loads(out.read_text())
+    assert record["run_status"] == "failed" and record["finished_policy"] is False
+    assert record["run_failure_reason"].startswith("learner_failure: RuntimeError: injected learner fault")
+    assert record["clips"]["largebox"]["episodes"] == 2  # judged all the same
+    assert result.out.startswith("evaluate: NOT A FINISHED POLICY (run status failed: learner_failure: ")
+    assert "NOT A FINISHED POLICY (run status failed" in page.read_text()
+
+
 def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run):
     before = digest(g1_run)
     out = tmp_path / "evaluation.json"
@@ -45,6 +71,8 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run)
     record = json.loads(out.read_text())
     assert record["sim"] == record["trained_on"] == "mujoco" and record["sim_to_sim"] is False
     assert record["policy"] == "onnx" and record["run"]["config_hash"]
+    assert record["run_status"] == "completed" and record["finished_policy"] is True
+    assert record["run_failure_reason"] is None and "NOT A FINISHED" not in result.out + page.read_text()
     # The ONNX file acts; torch, beside it on the same observations, agrees within export's bound.
     assert record["torch_cross_check"]["max_abs_action_diff"] <= 1e-5
     (clip, figures), = record["clips"].items()

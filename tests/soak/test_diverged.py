@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from soaklab.soak.interrupted import kept_runs
 from tests.soak.conftest import assert_nothing_downstream_passes
 
@@ -17,14 +19,23 @@ def soaklab(*args: object) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def test_instability_on_every_reset_ends_the_soak_diverged_and_nothing_passes(start_soak):
-    """A reset velocity of 1e12: MuJoCo warns "The simulation is unstable" on each reset and puts the
-    cart-pole back at its default pose, where the episode would carry on as if nothing happened."""
-    run = start_soak("--extra-override", "task.reset_noise.velocity=1e12", iterations=30)
+@pytest.mark.parametrize(("overrides", "words"), [
+    # A reset velocity of 1e12: MuJoCo warns "The simulation is unstable" on each reset and puts the
+    # cart-pole back at its default pose, where the episode would carry on as if nothing happened.
+    (("task.reset_noise.velocity=1e12",), "physics_unstable at iteration 0: the simulator reset envs as unstable "
+                                          "8 times"),
+    # Both learning rates at 1.0, the top of their range: every number stays finite while the critic
+    # loss grows from ~1e4 to 1e27 (it would end `completed` without the rule).
+    (("algo.actor_lr=1.0", "algo.critic_lr=1.0"), "loss_exploded at iteration 22: Loss/critic = 1.414e+11, over "
+                                                  "10^6 times its reference 2.069e+04"),
+], ids=["physics_unstable", "loss_exploded"])
+def test_a_run_that_blows_up_ends_the_soak_diverged_and_nothing_passes(start_soak, overrides, words):
+    run = start_soak(*[a for o in overrides for a in ("--extra-override", o)], iterations=30)
     assert run.wait() == 1, run.out()
     soak = run.soak
     assert soak["status"] == "failed" and soak["failure_classification"] == "diverged"
-    assert "physics_unstable at iteration 0: the simulator reset envs as unstable 8 times" in soak["failure_reason"]
+    assert words in soak["failure_reason"]
+    assert words in run.out()  # and on the console
     summary = json.loads((run.log_dir / "run_summary.json").read_text())
     assert summary["status"] == "failed" and summary["runtime_manifest"]["shutdown"]["classification"] == "diverged"
     assert kept_runs(run.log_dir) == [], "a diverged run is not kept to resume"

@@ -281,18 +281,20 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
 def parse_physics_variants(text: str) -> tuple[tuple[str, ...], ...]:
     """`opt.a=x,opt.b=y;opt.c=z`: each `;`-separated group is one variant, its `,`-separated
     changes are mujoco_warp Option overrides (mujoco_warp's own override syntax). Checked against
-    the Option fields before anything runs."""
+    the Option fields before anything runs. No variant asked for needs no mujoco_warp: a probe of the
+    CPU backend alone runs without the warp extra."""
     import dataclasses
 
+    groups = [g.strip() for g in text.split(";") if g.strip()]
+    if not groups:
+        return ()
     try:
         import mujoco_warp as mjw
     except ImportError:
         raise InvalidInput("--physics-variants: needs mujoco_warp (the warp extra)") from None
     fields = {f.name for f in dataclasses.fields(mjw.Option)}
     variants = []
-    for group in (g.strip() for g in text.split(";")):
-        if not group:
-            continue
+    for group in groups:
         changes = tuple(c.strip() for c in group.split(",") if c.strip())
         for change in changes:
             key, sep, value = change.partition("=")

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
@@ -74,9 +75,10 @@ def main() -> int:
     parser.add_argument("--source", default="", help="what produced the run dirs (recorded in the JSON)")
     args = parser.parse_args()
     for run_dir in args.run_dirs:
-        if not (run_dir / "run_summary.json").is_file():
-            print(f"checkpoint_cost: {run_dir}: no run_summary.json; not a finished run dir", file=sys.stderr)
-            return 2
+        try:
+            completed_summary(run_dir)
+        except RunFailed as exc:
+            return report("checkpoint_cost", exc)
     runs = [checkpoint_cost(d, args.steady_from) for d in args.run_dirs]
     write_json_atomic(args.out, {"command": " ".join(sys.argv), "source": args.source, "git": git_state(),
                                  "runs": runs})

@@ -34,8 +34,10 @@ from typing import Any
 import torch
 
 from soaklab.bench.budgeted import budget_override, run_budgeted
+from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
+from soaklab.errors import InvalidInput
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_events
 from soaklab.metrics.tags import ITERATION_TAG
@@ -126,6 +128,8 @@ def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
         if (run_dir / "run_config.json").is_file() else None
     time_points = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
+    if time_points.empty:
+        raise RunFailed(f"{run_dir}: its event file holds no {ITERATION_TAG} rows; no iteration was logged")
     t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0] / 1e3)
     labels = clip_labels_logged(frame["tag"].unique())
     clip_tags = [f"{CLIP_TAG}{label}/{tag}" for label in labels for tag in CLIP_TAGS.values()]
@@ -233,8 +237,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         log = open(args.out / f"{args.label}.train.log", "w") if args.keep_log else subprocess.DEVNULL
         run_budgeted(cmd, args.minutes, log)
-        points, num_envs = curves(run_dir)
-        summary = json.loads((run_dir / "run_summary.json").read_text())
+        try:
+            summary = completed_summary(run_dir)
+            points, num_envs = curves(run_dir)
+        except (RunFailed, InvalidInput) as exc:  # e.g. an MPS client refused at iteration 0: its cause
+            return report(f"g1_learning run {args.label}", exc,
+                          args.out / f"{args.label}.train.log" if args.keep_log else None)
     baselines_path = args.out / "baselines.json"
     record = {
         "kind": "g1_learning_curve", "label": args.label, "algo": args.algo, "sim": args.sim,

@@ -23,6 +23,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from soaklab.bench.budgeted import budget_override, run_budgeted
+from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
@@ -64,6 +65,10 @@ def main() -> int:
                "--sim", "mujoco", *OVERRIDES, budget_override(args.minutes), f"training.log_dir={run_dir}"]
         print("$", " ".join(cmd[1:]), flush=True)
         run_budgeted(cmd, args.minutes)
+        try:
+            summary = completed_summary(run_dir)
+        except RunFailed as exc:
+            return report(f"g1_reward_curves {args.algo}", exc)
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
         tag = ITERATION_TAG if ITERATION_TAG in acc.Tags()["scalars"] else "Perf/iteration_time"  # schema 1
@@ -73,7 +78,6 @@ def main() -> int:
         lengths = {e.step: e.value for e in acc.Scalars("Train/episode_length")}
         for point in curve:
             point["mean_episode_length"] = lengths.get(point["iteration"])
-        summary = json.loads((run_dir / "run_summary.json").read_text())
     baseline = zero_action_baseline(steps=600)
     every = max(1, len(curve) // 200)
     record = {

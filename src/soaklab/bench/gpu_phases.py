@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
@@ -41,7 +42,10 @@ def main() -> int:
                         "(snakemake soak --cores 1 --configfile config/gpu-short.yaml)",
                         help="what produced the run dir (recorded in the JSON)")
     args = parser.parse_args()
-    summary = json.loads((args.run_dir / "run_summary.json").read_text())
+    try:
+        summary = completed_summary(args.run_dir)
+    except RunFailed as exc:
+        return report("gpu_phases", exc)
     run_config = json.loads((args.run_dir / "run_config.json").read_text())
     algo = run_config["config"]["algo"]
     num_envs = algo["num_envs"]

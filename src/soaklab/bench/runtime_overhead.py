@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from soaklab.bench.backend import ProbeSettings, run_probe
+from soaklab.bench.finished import RunFailed, completed_summary
 from soaklab.config.host import probe_host
 from soaklab.config.resolve import RunRequest, resolve
 from soaklab.config.run_config import assets_record
@@ -58,8 +59,11 @@ def runner_rate(algo: str, envs: int, iters: int, warmup: int, workdir: Path, un
         overrides += ["algo.warmup_actions=uniform", f"algo.learning_starts={iters}"]
     resolved = resolve(RunRequest(algo, "g1_motion_tracking", "mujoco", tuple(overrides), MANIFEST), probe_host())
     run_dir, resolved = prepare_run_dir(resolved)
-    summary = Learner(resolved, run_dir, hold_updates=not uniform).run()
-    assert summary["status"] == "completed", summary["failure_reason"]
+    Learner(resolved, run_dir, hold_updates=not uniform).run()
+    try:
+        completed_summary(run_dir)
+    except RunFailed as exc:  # its cause in one line (exit 1), not a traceback
+        raise SystemExit(f"runtime_overhead: {exc}") from None
     m = medians(run_dir, warmup)
     return {"env_steps_per_s": envs / (m[ITERATION_TAG] / 1e3), "iteration_ms": m[ITERATION_TAG],
             **{tag.split("/")[1]: value for tag, value in m.items() if tag in BREAKDOWN}}

@@ -44,7 +44,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from soaklab.files.jsonfiles import write_json_atomic
-    from soaklab.policy.evaluate import evaluate
+    from soaklab.policy.evaluate import evaluate, unfinished_note
     from soaklab.policy.trained import load_trained
 
     record = evaluate(load_trained(args.run_dir, args.checkpoint), args.sim, args.episodes, args.clip)
@@ -53,8 +53,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from soaklab.policy.evaluate import write_page
 
         write_page(record, args.html)
+    unfinished = unfinished_note(record)  # an unfinished run's line says so first
     for clip, f in record["clips"].items():
-        print(f"evaluate: {clip} on {record['sim']}" + (" (sim-to-sim)" if record["sim_to_sim"] else "")
+        print(f"evaluate: {unfinished}{clip} on {record['sim']}"
+              + (" (sim-to-sim)" if record["sim_to_sim"] else "")
               + f": {f['episodes']} episodes from the first frame, success {f['success_rate']:.1%}, tracked "
               f"{f['tracked_fraction']:.1%} of the clip, MPKPE {f['mpkpe_m']:.3f} m (root-relative "
               f"{f['root_relative_mpkpe_m']:.3f} m), joint error {f['joint_error_rad']:.3f} rad -> {args.out}")

@@ -173,8 +173,13 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
             figures, diff = run_episodes(trained, sim, episodes, path, policy)
             results[label], worst = asdict(figures), max(worst, diff)
     trained_on = trained.run.training.sim_backend
+    status = trained.status
     return {
         "kind": "evaluation",
+        # An interrupted or failed run may be judged, but never as if it were a finished policy.
+        "run_status": status.status,
+        "finished_policy": status.finished,
+        "run_failure_reason": status.failure_reason,
         "sim": sim,
         "trained_on": trained_on,
         "sim_to_sim": sim != trained_on,
@@ -190,6 +195,14 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
     }
 
 
+def unfinished_note(record: dict[str, Any]) -> str:
+    """Nothing for a finished policy; else the words the line and the page put before its figures."""
+    if record["finished_policy"]:
+        return ""
+    why = f": {record['run_failure_reason']}" if record["run_failure_reason"] else ""
+    return f"NOT A FINISHED POLICY (run status {record['run_status']}{why}); "
+
+
 def write_page(record: dict[str, Any], path: Path) -> None:
     """The evaluation as one row per clip, in the report's style."""
     from soaklab.files.report import write_table
@@ -197,5 +210,6 @@ def write_page(record: dict[str, Any], path: Path) -> None:
     rows = [{"clip": clip, **figures} for clip, figures in record["clips"].items()]
     where = f"{record['sim']}" + (f" (sim-to-sim: trained on {record['trained_on']})" if record["sim_to_sim"] else "")
     write_table(rows, path, f"Evaluation from the clip's first frame on {where}",
-                verdict=f"{record['policy']} policy of iteration {record['run']['iteration']}; torch agrees within "
+                verdict=f"{unfinished_note(record)}{record['policy']} policy of iteration "
+                        f"{record['run']['iteration']}; torch agrees within "
                         f"{record['torch_cross_check']['max_abs_action_diff']:.1e}")

@@ -22,6 +22,35 @@ from soaklab.files.checkpoints import load_weights
 from soaklab.files.rundir import RUN_CONFIG
 
 FINAL_CHECKPOINT = "model_final.pt"
+RUN_SUMMARY = "run_summary.json"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How the run ended, from its run_summary.json: `completed`, `failed`, or `unknown` where there
+    is none to read (still running, or killed before it could write one)."""
+
+    status: str
+    failure_reason: str | None
+
+    @property
+    def finished(self) -> bool:
+        """A completed run's policy; any other is judged as what it is, never as a finished one's."""
+        return self.status == "completed"
+
+
+def run_status(run_dir: Path) -> RunStatus:
+    path = run_dir / RUN_SUMMARY
+    if not path.is_file():
+        return RunStatus("unknown", f"no {RUN_SUMMARY}: the run is still going, or was killed before writing it")
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return RunStatus("unknown", f"{RUN_SUMMARY} unreadable ({exc})")
+    if not isinstance(summary, dict) or not isinstance(summary.get("status"), str):
+        return RunStatus("unknown", f"{RUN_SUMMARY} holds no status")
+    reason = summary.get("failure_reason")
+    return RunStatus(summary["status"], reason if isinstance(reason, str) else None)
 
 
 @dataclass(frozen=True)
@@ -44,6 +73,11 @@ class TrainedRun:
     def run(self) -> RunConfig:
         """The run's configuration as typed values (checked when the run is loaded)."""
         return run_of(self.run_dir, self.record)
+
+    @cached_property
+    def status(self) -> RunStatus:
+        """How the run ended (its run_summary.json, read when asked)."""
+        return run_status(self.run_dir)
 
     @property
     def playback_clip(self) -> str | None:
