@@ -36,6 +36,7 @@ import torch
 from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
+from soaklab.files.jsonfiles import read_json
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_events
 from soaklab.metrics.tags import ITERATION_TAG
@@ -123,7 +124,7 @@ def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     time-out share and tracking error, which the run-wide figures blend: a short clip's many ends
     outweigh a long clip's few in the run-wide time-out share."""
     frame = current_tags(read_events(event_file(run_dir))[0])  # schema-1 runs too
-    num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
+    num_envs = read_json(run_dir / "run_config.json")["config"]["algo"]["num_envs"] \
         if (run_dir / "run_config.json").is_file() else None
     time_points = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
     t0 = float(time_points["wall_time"].iloc[0] - time_points["value"].iloc[0] / 1e3)
@@ -234,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log = open(args.out / f"{args.label}.train.log", "w") if args.keep_log else subprocess.DEVNULL
         run_budgeted(cmd, args.minutes, log)
         points, num_envs = curves(run_dir)
-        summary = json.loads((run_dir / "run_summary.json").read_text())
+        summary = read_json(run_dir / "run_summary.json")
     baselines_path = args.out / "baselines.json"
     record = {
         "kind": "g1_learning_curve", "label": args.label, "algo": args.algo, "sim": args.sim,
@@ -245,7 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "completed_iterations": summary["completed_iterations"],
         "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
         "final": {key: window_mean(points, key) for key in (*CURVES, *clip_curve_keys(clips_of(points)))},
-        "baselines": json.loads(baselines_path.read_text()) if baselines_path.is_file() else None,
+        "baselines": read_json(baselines_path) if baselines_path.is_file() else None,
         "curve": points[:: max(1, len(points) // 2000)],
     }
     (args.out / f"{args.label}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -258,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_table(args: argparse.Namespace) -> int:
     rows = []
     for path in sorted(args.out.glob("*.json")):
-        record = json.loads(path.read_text())
+        record = read_json(path)
         if record.get("kind") != "g1_learning_curve":
             continue
         rows.append({"label": record["label"], "overrides": record["train_command"].split(" ", 7)[-1],

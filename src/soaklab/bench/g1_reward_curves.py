@@ -25,6 +25,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
+from soaklab.files.jsonfiles import read_json
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
@@ -73,7 +74,7 @@ def main() -> int:
         lengths = {e.step: e.value for e in acc.Scalars("Train/episode_length")}
         for point in curve:
             point["mean_episode_length"] = lengths.get(point["iteration"])
-        summary = json.loads((run_dir / "run_summary.json").read_text())
+        summary = read_json(run_dir / "run_summary.json")
     baseline = zero_action_baseline(steps=600)
     every = max(1, len(curve) // 200)
     record = {

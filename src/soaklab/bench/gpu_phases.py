@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.lumps import accumulated_per_iteration
@@ -41,8 +41,8 @@ def main() -> int:
                         "(snakemake soak --cores 1 --configfile config/gpu-short.yaml)",
                         help="what produced the run dir (recorded in the JSON)")
     args = parser.parse_args()
-    summary = json.loads((args.run_dir / "run_summary.json").read_text())
-    run_config = json.loads((args.run_dir / "run_config.json").read_text())
+    summary = read_json(args.run_dir / "run_summary.json")
+    run_config = read_json(args.run_dir / "run_config.json")
     algo = run_config["config"]["algo"]
     num_envs = algo["num_envs"]
     # Data-parallel runs: rank 0 logs one row per iteration for all ranks, each stepping num_envs.

@@ -10,13 +10,12 @@ dir's path, and so its config hash and event identity, are the same as the first
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from soaklab.files.checkpoints import checkpoint_iterations
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 
 SEGMENT_SOAKS = "soak_segments"  # each interrupted segment's soak JSON, inside the run dir
@@ -56,7 +55,7 @@ def adopt_interrupted(log_dir: Path, config_hash: str) -> tuple[int | None, str 
     if not iterations:
         return None, f"{source}: holds no checkpoint; starting afresh"
     try:
-        made_with = json.loads((source / RUN_CONFIG).read_text()).get("config_hash")
+        made_with = read_json(source / RUN_CONFIG).get("config_hash")
     except (OSError, ValueError, AttributeError):
         made_with = None
     if made_with != config_hash:
@@ -73,7 +72,7 @@ def earlier_segments(log_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted((log_dir / SEGMENT_SOAKS).glob("soak-*.json"), key=lambda p: int(p.stem.split("-")[1])):
         try:
-            soak = json.loads(path.read_text())
+            soak = read_json(path)
         except (OSError, ValueError):
             continue
         out.append({"status": soak.get("status"), "failure_classification": soak.get("failure_classification"),
