@@ -70,7 +70,7 @@ def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] |
     if mismatch is not None:
         return None, f"record {record.name} ({kind}): its kept reproduction fails against the spec: {mismatch}", False
     return {"record": record.name, "date": kept["date"], "commit": kept["commit"], "dirty": kept.get("dirty"),
-            "machine": kept["machine"]}, ""
+            "machine": kept["machine"]}, "", False
 
 
 def thresholds_met(record: Record, artifacts: Path) -> tuple[bool, str]:
