@@ -1,4 +1,5 @@
-"""JSON artifacts: written whole or not at all, readable as the user's umask says."""
+"""JSON artifacts: written whole or not at all, readable as the user's umask says; read back only
+within the reader's limits (size, nesting, duplicate keys), a file past them one exit-2 line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from soaklab.files.jsonfiles import umask, write_json_atomic
+from soaklab.files.jsonfiles import MAX_JSON_BYTES, JSONRefused, read_json, umask, write_json_atomic
+from tests.conftest import REPO
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
@@ -38,3 +40,41 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         write_json_atomic(tmp_path / "b.json", {"x": object()})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_json_file_of_the_repository_reads_within_the_limits(tmp_path):
+    """The records, benchmarks and schemas (the largest real artifacts, soak JSONs with their
+    samples among them) read as json reads them; one level past the depth limit is refused."""
+    files = subprocess.run(["git", "ls-files", "*.json"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert len(files) > 100
+    for name in files:
+        assert read_json(REPO / name) == json.loads((REPO / name).read_text()), name
+    (tmp_path / "deep.json").write_text("[" * 64 + "]" * 64)
+    assert read_json(tmp_path / "deep.json") == json.loads((tmp_path / "deep.json").read_text())
+    (tmp_path / "deeper.json").write_text("[" * 65 + "]" * 65)
+    with pytest.raises(JSONRefused, match="nested deeper than 64 levels"):
+        read_json(tmp_path / "deeper.json")
+
+
+def _sparse(path):
+    with open(path, "wb") as fh:  # a hole: no disk used, the size past the limit
+        fh.truncate(MAX_JSON_BYTES + 1)
+
+
+@pytest.mark.parametrize(("write", "words"), [
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested deeper than 64 levels (MAX_JSON_DEPTH)"),
+    (lambda p: p.write_text('{"record": "ci-dag", "verdict": "fail", "verdict": "pass"}'),
+     "key 'verdict' appears twice in one object"),
+    (_sparse, f"{MAX_JSON_BYTES + 1:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit"),
+    (lambda p: p.write_bytes(b'{"verdict": "\xff"}'), "not JSON"),
+])
+def test_a_json_input_soaklab_did_not_write_is_one_exit_2_line(cli, tmp_path, write, words):
+    """`record verdict` on a comparison file from outside: refused before it is read into anything."""
+    path = tmp_path / "comparison.json"
+    write(path)
+    result = cli("record", "verdict", path, "--out", tmp_path / "verdict.txt")
+    assert result.code == 2 and result.out == ""
+    [line] = result.err.strip().splitlines()
+    assert line.startswith(f"soaklab: error: {path}: ") and words in line, line
+    assert not (tmp_path / "verdict.txt").exists()

@@ -28,6 +28,8 @@ def test_a_profile_exports_torch_mkl_onednn_and_the_compile_mode():
     ({"threads": 2, "task_terms": "eager"}, "numerics.cpu_capability: required"),
     ("[1, 2]", "numerics: expected a mapping"),
     ("{not json", "numerics: '{not json' is not a JSON object"),
+    ("[" * 100_000 + "]" * 100_000, "is not a JSON object (maximum recursion depth exceeded"),
+    ('{"threads": 2, "threads": 4}', "(key 'threads' appears twice in one object)"),
 ])
 def test_a_malformed_profile_is_one_line_naming_the_setting(value, words):
     with pytest.raises(ProfileError) as found:

@@ -129,6 +129,10 @@ def _second_event_file(run: Path) -> None:
 @pytest.mark.parametrize(("mutate", "flags", "words"), [
     (lambda run: (run / "run_summary.json").unlink(), (), "run_summary.json: missing"),
     (lambda run: (run / "run_summary.json").write_text("{not json"), (), "unreadable"),
+    (lambda run: (run / "run_summary.json").write_text("[" * 100_000 + "]" * 100_000), (),
+     "nested deeper than 64 levels"),
+    (lambda run: (run / "run_summary.json").write_text('{"metric_schema_version": 2, "metric_schema_version": 1}'),
+     (), "key 'metric_schema_version' appears twice in one object"),
     (lambda run: (run / "run_summary.json").write_text(json.dumps({"status": "completed"})), (),
      "no metric_schema_version"),
     (lambda run: (run / "run_summary.json").write_text(json.dumps({"metric_schema_version": True})), (),

@@ -158,6 +158,9 @@ def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path)
         "against an earlier record": lambda c: c | {"commit": {"record": "0" * 40, "now": "c"}},
         "the comparison is of record 'other'": lambda c: c | {"record": "other"},
         "a machine kind the record has no artifacts of": lambda c: c | {"machine": {"now": "cpu: Z80 x1"}},
+        # short of the spec: its figures are the spec's, not the file's
+        "the comparison: figures: no row of env_steps_per_s": lambda c: c | {
+            "figures": [r for r in c["figures"] if r["name"] != "env_steps_per_s"]},
     }
     for words, edit in cases.items():
         path = tmp_path / "comparison.json"
@@ -220,14 +223,35 @@ def test_outside_a_checkout_or_with_a_malformed_marker_it_is_one_exit_2_line(tmp
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def _row(kept: dict, name: str) -> dict:
+    return next(r for r in kept["figures"] if r["name"] == name)
+
+
+def _edit_row(kept: dict, name: str, **change) -> dict:
+    doc = json.loads(json.dumps(kept))
+    row = _row(doc, name)
+    row.update(change)
+    for key in [k for k, v in change.items() if v is None]:
+        row.pop(key)
+    return doc
+
+
 @pytest.mark.parametrize(("forge", "words"), [
     (lambda kept: failing(kept), "verdict: says 'pass', its rows give 'fail'"),
     (lambda kept: kept | {"figures": []}, "figures: none"),
     (lambda kept: kept | {"machine": "cpu: Z80 x1"}, "machine: 'cpu: Z80 x1', but it lies in the artifacts of"),
+    # judged against the spec, not against itself: a row removed, another band, a row without its band
+    (lambda kept: kept | {"figures": [r for r in kept["figures"] if r["name"] != "env_steps_per_s"]},
+     "figures: no row of env_steps_per_s, which records/ci-dag/record.yaml compares"),
+    (lambda kept: _edit_row(kept, "env_steps_per_s", band=[0.5, 2.0]),
+     "figures (env_steps_per_s): band: [0.5, 2.0], the spec's is [0.1, 10.0]"),
+    (lambda kept: _edit_row(kept, "env_steps_per_s", band=None, now=20 * _row(kept, "env_steps_per_s")["record"]),
+     "figures (env_steps_per_s): now / record = 20, outside the spec's band [0.1, 10.0]"),
 ])
 def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
-    """The matrix recomputes a kept reproduction's verdict from its rows and checks its machine;
-    a forged one leaves the configuration Tested, the reason naming the file and the field."""
+    """The matrix recomputes a kept reproduction's verdict from its rows, checks its machine and
+    judges it against the record's spec (every figure, with the spec's band); a forged or short one
+    leaves the configuration Tested, the reason naming the record, the file and the field."""
     for reproduced in (repo / "records").rglob(store.REPRODUCED):
         reproduced.unlink()
     store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
@@ -236,8 +260,41 @@ def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
     kept_path.write_text(json.dumps(forge(json.loads(kept_path.read_text()))))
     found, by, reasons = level(repo, G1_CPU)
     assert found == "Tested" and by is None
-    refusal = next(r for r in reasons if "kept reproduction is refused" in r)
-    assert f"{kept_path}: " in refusal and words in refusal, refusal
+    refusal = next(r for r in reasons if f"{kept_path}: " in r)
+    assert refusal.startswith("record ci-dag (") and words in refusal, refusal
+
+
+def test_a_bad_record_file_is_refused_for_its_record_only(repo):
+    """A kept reproduction nested 100,000 levels deep, a provenance with a key twice and a spec that
+    does not load: `support-matrix --check` prints one error line for each and exits 2, and every
+    other record is judged and listed as before."""
+    rows = generate(repo)
+    touched = {r.evidence.combination.key for r in rows
+               if {rec.name for rec in r.evidence.records} & {"ci-dag", "gpu-soak-1024", "gpu-dp-x2"}}
+
+    def judged(rows):
+        return {r.evidence.combination.key: (r.level, r.benchmarked_by, r.reasons) for r in rows
+                if r.evidence.combination.key not in touched}
+
+    before = judged(rows)
+    deep = artifacts(repo, "ci-dag") / store.REPRODUCED
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    twice = artifacts(repo, "gpu-soak-1024") / "provenance.json"
+    twice.write_text(twice.read_text().replace("{", '{"commit": "0", ', 1))
+    spec = repo / "records" / "gpu-dp-x2" / "record.yaml"
+    spec.write_text("run: [\n")
+    done = soaklab("support-matrix", "--check", cwd=repo)
+    assert done.returncode == 2, done.stderr
+    errors = sorted(line for line in done.stderr.splitlines() if line.startswith("soaklab: error: "))
+    assert len(errors) == 3, done.stderr
+    lines = {path: next(e for e in errors if f"{path.relative_to(repo)}: " in e) for path in (spec, deep, twice)}
+    assert f"{spec.relative_to(repo)}: unreadable (" in lines[spec]
+    assert lines[deep].endswith(": nested deeper than 64 levels (MAX_JSON_DEPTH); not a file soaklab wrote")
+    assert lines[twice].endswith(": key 'commit' appears twice in one object; not a file soaklab wrote")
+    rows = generate(repo)
+    assert judged(rows) == before and before
+    listed = {rec.name for r in rows for rec in r.evidence.records}
+    assert "gpu-soak-1024" in listed and "ci-dag" in listed and "gpu-dp-x2" not in listed
 
 
 @pytest.mark.parametrize(("edit", "words"), [

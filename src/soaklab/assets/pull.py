@@ -8,7 +8,6 @@ leaves half a tree behind.
 from __future__ import annotations
 
 import fcntl
-import json
 import shutil
 import sys
 import time
@@ -34,7 +33,7 @@ from soaklab.assets.source import (
 )
 from soaklab.assets.terrain import terrain_pieces, write_terrain_scene
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import sha256_file, write_json_atomic
+from soaklab.files.jsonfiles import read_json, sha256_file, write_json_atomic
 from soaklab.schemas import load_artifact, validate_artifact
 
 MANIFEST_SCHEMA_VERSION = 3  # 3: every clip of the clip wheel, terrain clips with their scene
@@ -89,7 +88,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        version = json.loads(path.read_bytes()).get("schema_version")
+        version = read_json(path).get("schema_version")
     except (OSError, ValueError, AttributeError):
         version = MANIFEST_SCHEMA_VERSION  # let the validator name what is wrong
     if isinstance(version, int) and version < MANIFEST_SCHEMA_VERSION:

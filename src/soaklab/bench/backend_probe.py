@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from soaklab.files.jsonfiles import read_json
+
 RUNS = [  # (envs, physics threads or None for all cores, warmup, iterations)
     (64, None, 20, 150),
     (256, None, 20, 80),
@@ -40,7 +42,7 @@ def main() -> int:
             cmd += ["--threads", str(threads)]
         print("$", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True)
-        results[(envs, threads)] = json.loads((args.out / name).read_text())
+        results[(envs, threads)] = read_json(args.out / name)
 
     def probe(envs, threads):
         return results[(envs, threads)]["results"][0]

@@ -17,14 +17,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from soaklab.bench.finished import RunFailed, completed_summary, report
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.tags import ITERATION_TAG
@@ -33,8 +32,8 @@ WINDOW = 2  # iterations either side of k - 1 / k that a checkpoint can lengthen
 
 
 def checkpoint_cost(run_dir: Path, steady_from: int) -> dict[str, Any]:
-    summary = json.loads((run_dir / "run_summary.json").read_text())
-    run_config = json.loads((run_dir / "run_config.json").read_text())
+    summary = read_json(run_dir / "run_summary.json")
+    run_config = read_json(run_dir / "run_config.json")
     algo = run_config["config"]["algo"]
     interval, total = int(algo["save_interval"]), int(algo["max_iterations"])
     resume = ((summary["runtime_manifest"].get("learner_diagnostics") or {}).get("resume")) or {}

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.same_run import first_difference
 from soaklab.rl.faults import FAULT_ENV
@@ -106,7 +106,7 @@ def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, w
     if not (out / "soak.json").is_file():
         print(f"cpu_soak: no soak JSON in {evidence}; see logs/{RUN}/train_soak.log", file=sys.stderr)
         return 1
-    soak = json.loads((out / "soak.json").read_text())
+    soak = read_json(out / "soak.json")
     summary: dict = {
         "command": " ".join(["python -m snakemake", *cmd[3:]]),
         "machine": host_record(), "versions": versions(), "git": git_state(),
@@ -121,7 +121,7 @@ def judge(kills: list[int], out: Path, unbroken: Path | None, returncode: int, w
         frame = pd.read_csv(RESULTS / "metrics.csv")
         fps = frame[frame["tag"] == "Perf/total_fps"]["value"]
         summary["median_env_steps_per_s"] = float(fps.median())
-        summary["run"] = json.loads((out / "metrics.json").read_text())["run"]
+        summary["run"] = read_json(out / "metrics.json")["run"]
     if kills and returncode == 0 and (unbroken is not None or train_unbroken):
         summary["resume"] = resumed_against_unbroken(kills, soak, unbroken)
     elif kills and returncode == 0:
@@ -142,7 +142,7 @@ def resumed_against_unbroken(kills: list[int], soak: dict, unbroken: Path | None
         print("$", " ".join(cmd[1:]), flush=True)
         code = subprocess.run(cmd).returncode
     else:  # trained before, by this same command with its log dir
-        code = 0 if json.loads((unbroken / "run_summary.json").read_text()).get("status") == "completed" else 1
+        code = 0 if read_json(unbroken / "run_summary.json").get("status") == "completed" else 1
     difference = first_difference(RESULTS / "train", unbroken or UNBROKEN) if code == 0 else \
         f"the unbroken run exited {code}"
     print(f"cpu_soak: the resumed run is {'the same as' if difference is None else 'not'} the unbroken one, "

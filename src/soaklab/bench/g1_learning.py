@@ -38,6 +38,7 @@ from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.config.compose import compose
 from soaklab.config.run_config import assets_record
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import read_json
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_events
 from soaklab.metrics.tags import ITERATION_TAG
@@ -125,7 +126,7 @@ def curves(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     time-out share and tracking error, which the run-wide figures blend: a short clip's many ends
     outweigh a long clip's few in the run-wide time-out share."""
     frame = current_tags(read_events(event_file(run_dir))[0])  # schema-1 runs too
-    num_envs = json.loads((run_dir / "run_config.json").read_text())["config"]["algo"]["num_envs"] \
+    num_envs = read_json(run_dir / "run_config.json")["config"]["algo"]["num_envs"] \
         if (run_dir / "run_config.json").is_file() else None
     time_points = frame[frame["tag"] == ITERATION_TAG].sort_values("step")
     if time_points.empty:
@@ -253,7 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "completed_iterations": summary["completed_iterations"],
         "total_env_steps": summary["total_env_steps"], "training_wall_time_sec": summary["training_wall_time_sec"],
         "final": {key: window_mean(points, key) for key in (*CURVES, *clip_curve_keys(clips_of(points)))},
-        "baselines": json.loads(baselines_path.read_text()) if baselines_path.is_file() else None,
+        "baselines": read_json(baselines_path) if baselines_path.is_file() else None,
         "curve": points[:: max(1, len(points) // 2000)],
     }
     (args.out / f"{args.label}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -266,7 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_table(args: argparse.Namespace) -> int:
     rows = []
     for path in sorted(args.out.glob("*.json")):
-        record = json.loads(path.read_text())
+        record = read_json(path)
         if record.get("kind") != "g1_learning_curve":
             continue
         rows.append({"label": record["label"], "overrides": record["train_command"].split(" ", 7)[-1],

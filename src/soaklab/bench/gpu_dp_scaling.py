@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 # Scaling efficiency (throughput / (GPUs x one-GPU throughput)) each GPU count must reach: 1.8x at two
 # (docs/runtime.md, "Data parallelism"), 0.8 at four; eight is reported against no target.
@@ -32,7 +32,7 @@ def main() -> int:
     parser.add_argument("--machine", default="nvidia-h200-x2 (2 x NVIDIA H200)")
     parser.add_argument("--allreduce", type=Path, help="src/soaklab/bench/gpu_allreduce.py JSON of the same visit")
     args = parser.parse_args()
-    many, one = (json.loads(p.read_text()) for p in (args.parallel, args.single))
+    many, one = (read_json(p) for p in (args.parallel, args.single))
     if one["ranks"] != 1 or many["ranks"] < 2:
         print(f"gpu_dp_scaling: expected a multi-rank and a one-rank record, got {many['ranks']} and "
               f"{one['ranks']}", file=sys.stderr)
@@ -44,7 +44,7 @@ def main() -> int:
     efficiency = {key: round(ratio / ranks, 3) for key, ratio in ratios.items()}
     allreduce = None
     if args.allreduce is not None:
-        measured = json.loads(args.allreduce.read_text())
+        measured = read_json(args.allreduce)
         allreduce = {"world": measured["world"], "nccl_environment": measured["nccl_environment"],
                      "per_update_ms_median": {k: v["median_ms"] for k, v in measured["variants"].items()},
                      "bytes_per_update": {k: v["bytes"] for k, v in measured["variants"].items()},

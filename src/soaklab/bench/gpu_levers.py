@@ -14,22 +14,21 @@ per run, grouped by env count, with the env-alone rate of the same visit as the 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 
 def rows(folder: Path) -> list[dict[str, Any]]:
     alone = {}
     for path in folder.glob("backend_*.json"):
-        result = json.loads(path.read_text())["results"][0]
+        result = read_json(path)["results"][0]
         alone[result["num_envs"]] = result["throughput_env_control_steps_per_s"]
     out = []
     for path in sorted(folder.glob("phases_*.json")):
-        d = json.loads(path.read_text())
+        d = read_json(path)
         phases = d["phases_per_iteration"]
         envs = d["num_envs"]
         env_step = phases["collector_env_step_ms"]["mean_ms"]
@@ -94,7 +93,7 @@ def main() -> int:
         print(f"gpu_levers: error: {args.folder}: no phases_*.json", file=sys.stderr)
         return 2
     learner = args.folder / "learner.json"
-    bench = json.loads(learner.read_text()) if learner.is_file() else None
+    bench = read_json(learner) if learner.is_file() else None
     record = {"command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "runs": table,
               "learner_alone": None if bench is None else [
                   {"compile": r["compile"]["ran"], "mode": r["mode"], "batch_size": r["batch_size"],

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from soaklab.bench.finished import RunFailed, completed_summary, report
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.host.info import git_state
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.lumps import accumulated_per_iteration
@@ -46,7 +46,7 @@ def main() -> int:
         summary = completed_summary(args.run_dir)
     except RunFailed as exc:
         return report("gpu_phases", exc)
-    run_config = json.loads((args.run_dir / "run_config.json").read_text())
+    run_config = read_json(args.run_dir / "run_config.json")
     algo = run_config["config"]["algo"]
     num_envs = algo["num_envs"]
     # Data-parallel runs: rank 0 logs one row per iteration for all ranks, each stepping num_envs.

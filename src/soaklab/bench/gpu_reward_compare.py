@@ -27,6 +27,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from soaklab.files.jsonfiles import read_json
+
 LINE = re.compile(r"train: it (\d+)/\d+ \| .*? \| episode return ([-0-9.]+) \|")
 
 
@@ -54,7 +56,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="output stem: writes STEM.json and STEM.png")
     args = parser.parse_args()
     before_steps, before_values = console_curve(args.before, args.num_envs)
-    after = json.loads(args.after.read_text())
+    after = read_json(args.after)
     after_steps, after_values = after["env_steps"], after["values"]
     mark = min(before_steps[-1], after_steps[-1])
     before_at = window_mean(before_steps, before_values, mark, args.window)

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from soaklab.bench.mjlab_ppo import TIMEOUT_SHARE_TARGET, read_log, summarise
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.host.info import git_state
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 def load(path: Path, option: str, kind: str | None) -> dict[str, Any]:
     try:
-        payload = json.loads(path.read_text())
+        payload = read_json(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{option} {path}: cannot read it as JSON ({exc.__class__.__name__})") from exc
     if not isinstance(payload, dict) or (kind is not None and payload.get("kind") != kind):

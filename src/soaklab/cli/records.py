@@ -82,29 +82,33 @@ def cmd_record_keep(args: argparse.Namespace) -> int:
 
 def cmd_support_matrix(args: argparse.Namespace) -> int:
     from soaklab.files.jsonfiles import write_text_atomic
-    from soaklab.support.matrix import differences, outputs
+    from soaklab.support.matrix import build, differences
 
     root = Path.cwd()
     if not (root / "src" / "soaklab" / "config" / "defaults").is_dir() or not (root / "records").is_dir():
         raise InvalidInput(f"support-matrix: {root} is not a soaklab checkout (no src/soaklab/config/defaults "
                            "or records/); run it from the repository root")
     try:
-        expected = outputs(root)
+        expected, refused = build(root)
     except ValueError as exc:  # a malformed marker, a configuration with no owner, a README without markers
         raise InvalidInput(f"support-matrix: {exc}") from None
+    # A record file refused was refused for its record only (every other record is judged and listed);
+    # it is still an error: one line each, and a non-zero exit once the rest is done.
+    for line in refused:
+        print(f"soaklab: error: {line}", file=sys.stderr)
     if args.check:
         diff = differences(root, expected)
         if diff:
             print("\n".join(diff))
             print(f"support-matrix: {', '.join(str(p) for p in expected)} differ from the generator's; "
                   "run `soaklab support-matrix` and commit the result", file=sys.stderr)
-            return 1
+            return 2 if refused else 1
         print(f"support-matrix: {', '.join(str(p) for p in expected)} match the generator")
-        return 0
+        return 2 if refused else 0
     for rel, text in expected.items():
         write_text_atomic(root / rel, text)
     print(f"support-matrix: wrote {', '.join(str(p) for p in expected)}")
-    return 0
+    return 1 if refused else 0  # written, the refused records given no credit: not exit 2's "nothing written"
 
 
 def cmd_record_incomplete(args: argparse.Namespace) -> int:

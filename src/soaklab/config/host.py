@@ -9,12 +9,12 @@ device count alone.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import fields
 
 from soaklab.contract.devices import ALLOW_CPU_CARRIER_ENV, HostCapabilities
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import loads_checked
 
 HOST_CAPABILITIES_ENV = "SOAKLAB_HOST_CAPABILITIES"
 def allow_cpu_carrier_from_env() -> bool:
@@ -66,7 +66,7 @@ def probe_host(cuda_context: bool = True) -> HostCapabilities:
 def simulated_host(text: str) -> HostCapabilities:
     """Build host capabilities from JSON; unspecified memory figures are probed."""
     try:
-        values = json.loads(text)
+        values = loads_checked(text, HOST_CAPABILITIES_ENV)
         if not isinstance(values, dict):
             raise ValueError("not a JSON object")
         known = {f.name for f in fields(HostCapabilities)}

@@ -23,7 +23,7 @@ from soaklab.contract.layout import Layout, TaskSpaces, block_sizes, runtime_lay
 from soaklab.contract.ranks import RankPlan, resolve_ranks
 from soaklab.contract.sections import MotionSpec, RunConfig
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import loads_checked, write_json_atomic
 from soaklab.host.info import usable_cpus
 from soaklab.schemas import validate_artifact
 from soaklab.tasks.metrics import clip_labels, collector_metrics
@@ -120,7 +120,7 @@ def assets_record(manifest_path: Path | None) -> dict[str, Any] | None:
         return None
     try:
         raw = manifest_path.read_bytes()
-        manifest = json.loads(raw)
+        manifest = loads_checked(raw, str(manifest_path))
         return {
             "manifest": str(manifest_path),
             "manifest_sha256": hashlib.sha256(raw).hexdigest(),

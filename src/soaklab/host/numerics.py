@@ -81,13 +81,23 @@ class NumericsProfile:
         return f"{self.capability.torch_name}, {self.threads} threads, {self.task_terms} task terms"
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        found[key] = value
+    return found
+
+
 def parse_profile(where: str, value: Any) -> NumericsProfile:
     """A profile from a spec's mapping (or its JSON); `where` names it in the one-line error."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ProfileError(f"{where}: {value!r} is not a JSON object") from None
+        try:  # soaklab.files.jsonfiles's rules, in the standard library: no key twice, no deep nesting
+            value = json.loads(value, object_pairs_hook=_unique_keys)
+        except (ValueError, RecursionError) as exc:
+            raise ProfileError(f"{where}: {value[:60]!r}{'...' if len(value) > 60 else ''} is not a JSON "
+                               f"object ({str(exc).splitlines()[0][:80]})") from None
     if not isinstance(value, dict):
         raise ProfileError(f"{where}: expected a mapping with cpu_capability, threads and task_terms")
     fields = ("cpu_capability", "threads", "task_terms")

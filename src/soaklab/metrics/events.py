@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import loads_checked, read_json
 from soaklab.metrics.tags import IDENTITY_TAG, SUPPORTED_SCHEMAS, V1_RENAMES
 
 LEGACY_PREFIXES = ("perf/", "timing/")
@@ -28,7 +29,7 @@ def metric_schema(run_dir: Path, legacy: bool) -> int | None:
     """The run's metric_schema_version (None for a legacy run read with --legacy-unversioned)."""
     path = run_dir / "run_summary.json"
     try:
-        summary = json.loads(path.read_text())
+        summary = read_json(path)
     except FileNotFoundError:
         raise InvalidInput(f"{path}: missing; metrics are read only from a finished run's directory") from None
     except (OSError, ValueError) as exc:
@@ -237,10 +238,7 @@ def read_events(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     text_tag = f"{IDENTITY_TAG}/text_summary"
     if text_tag in acc.Tags()[TENSORS]:
         raw = acc.Tensors(text_tag)[0].tensor_proto.string_val[0].decode()
-        try:
-            identity = json.loads(raw)
-        except ValueError:
-            raise InvalidInput(f"{path}: unreadable {IDENTITY_TAG} ({raw[:60]!r})") from None
+        identity = loads_checked(raw, f"{path}: {IDENTITY_TAG}")
     return frame.sort_values(["tag", "step"], kind="stable").reset_index(drop=True), identity
 
 

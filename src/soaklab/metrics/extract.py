@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.metrics.events import check_tags, current_tags, event_file, metric_schema, read_events, verify_records
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS, ITERATION_TAG
@@ -89,7 +88,7 @@ def phases_ms(frame: pd.DataFrame, values: dict[str, dict[str, Any]], last: int)
 
 
 def run_facts(run_dir: Path) -> dict[str, Any]:
-    summary = json.loads((run_dir / "run_summary.json").read_text())
+    summary = read_json(run_dir / "run_summary.json")
     shutdown = (summary.get("runtime_manifest") or {}).get("shutdown") or {}
     if shutdown.get("classification") in ("non_finite", "diverged"):  # no metrics of a diverged run
         raise InvalidInput(f"{run_dir / 'run_summary.json'}: the run ended {shutdown['classification']}: "

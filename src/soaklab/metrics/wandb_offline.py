@@ -11,12 +11,13 @@ run without an account.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from soaklab.files.jsonfiles import loads_checked
 
 HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 BLOCK = 32 * 1024
@@ -94,19 +95,19 @@ def read_offline_run(path: Path) -> OfflineRun:
             r = record.run
             run.run_id, run.project, run.group, run.tags = r.run_id, r.project, r.run_group, list(r.tags)
             for item in r.config.update:
-                run.config[_key(item)] = json.loads(item.value_json)
+                run.config[_key(item)] = loads_checked(item.value_json, str(path))
         elif kind == "config":
             for item in record.config.update:
-                run.config[_key(item)] = json.loads(item.value_json)
+                run.config[_key(item)] = loads_checked(item.value_json, str(path))
         elif kind == "history":
-            values = {_key(item): json.loads(item.value_json) for item in record.history.item}
+            values = {_key(item): loads_checked(item.value_json, str(path)) for item in record.history.item}
             step = int(values.pop("_step", record.history.step.num))
             for key, value in values.items():
                 if not key.startswith("_") and isinstance(value, int | float):
                     run.history.setdefault(key, {})[step] = float(value)
         elif kind == "summary":
             for item in record.summary.update:
-                run.summary[_key(item)] = json.loads(item.value_json)
+                run.summary[_key(item)] = loads_checked(item.value_json, str(path))
         elif kind == "artifact":
             run.artifacts.append(record.artifact.name)
     return run

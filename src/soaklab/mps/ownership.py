@@ -10,7 +10,6 @@ the name; the read-only ones only report it.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 RECORD_FILE = "daemon.json"
 QUARANTINE_DIR = "quarantine"
@@ -136,7 +135,7 @@ def load_records() -> list[LoadedRecord]:
             continue
         path = entry / RECORD_FILE
         try:
-            out.append(LoadedRecord(entry, DaemonRecord.from_json(json.loads(path.read_text()))))
+            out.append(LoadedRecord(entry, DaemonRecord.from_json(read_json(path))))
         except FileNotFoundError:
             continue
         except (ValueError, TypeError, KeyError) as exc:

@@ -9,11 +9,11 @@ a missing file is part of the outcome.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from soaklab.files.jsonfiles import read_json
 from soaklab.soak.criteria import row_passed
 
 # The branch of one run, in DAG order: the log each rule writes, and the classification of a run that
@@ -32,7 +32,7 @@ DERIVED_BY = ("extract_metrics", "validate_artifacts")  # the rules that read th
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_text())
+        value = read_json(path)
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from soaklab.errors import InvalidInput  # noqa: E402
+from soaklab.files.jsonfiles import loads_checked
 from soaklab.files.report import write_table  # noqa: E402
 from soaklab.outcomes.runs import RunOutcome, run_outcome  # noqa: E402
 
@@ -36,10 +37,7 @@ class SweepPlan:
 
 def parse_plan(text: str) -> SweepPlan:
     """The plan the workflow passes (soaklab.dag.sweeps.Sweep.plan), checked: it names files to read."""
-    try:
-        raw = json.loads(text)
-    except ValueError as err:
-        raise InvalidInput(f"--plan: not JSON ({err})") from None
+    raw = loads_checked(text, "--plan")
     if not (isinstance(raw, dict) and isinstance(raw.get("sweep"), str) and isinstance(raw.get("runs"), dict)
             and raw["runs"] and all(isinstance(v, dict) for v in raw["runs"].values())):
         raise InvalidInput("--plan: expected {\"sweep\": NAME, \"base\": RUN, \"runs\": {RUN: {AXIS: VALUE}}}")

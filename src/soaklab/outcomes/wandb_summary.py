@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.outcomes.runs import run_outcome
 
 ARTIFACT_TYPES = {".onnx": "model", ".mp4": "video", ".png": "image", ".json": "evaluation"}
@@ -27,11 +26,9 @@ EVALUATION_FIGURES = ("success_rate", "tracked_fraction", "mpkpe_m", "root_relat
 
 def _read(path: Path, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text())
+        value = read_json(path)
     except OSError as exc:
         raise InvalidInput(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    except ValueError:
-        raise InvalidInput(f"{path}: not JSON") from None
     if not isinstance(value, dict):
         raise InvalidInput(f"{path}: expected a JSON object")
     return value

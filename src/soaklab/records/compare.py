@@ -46,24 +46,30 @@ def _points(series: dict[str, list[list[float]]] | None) -> str:
     return f"{len(series)} series, {sum(len(v) for v in series.values()):,} points"
 
 
+def exact_row_names(label: str) -> tuple[str, str, str]:
+    """The names of one seed's bitwise rows: its series, its final weights, its validation checks."""
+    return f"Train/ and Loss/ series ({label})", f"final weights ({label})", f"validation checks ({label})"
+
+
 def exact_rows(label: str, record: dict[str, Any], now: dict[str, Any]) -> tuple[list[dict[str, Any]], dict | None]:
     """One seed's bitwise rows (series, weights, validation) and its first difference."""
     diff = first_difference(record.get("series") or {}, now.get("series") or {})
+    series_name, weights_name, checks_name = exact_row_names(label)
     rows = [{
-        "name": f"Train/ and Loss/ series ({label})", "rule": "exact",
+        "name": series_name, "rule": "exact",
         "record": _points(record.get("series")), "now": _points(now.get("series")),
         "verdict": "pass" if diff is None else "fail",
         "detail": None if diff is None else (f"first difference: {diff['series']} at step {diff['step']}: "
                                              f"{diff['record']!r} on record, {diff['now']!r} now"),
     }]
     same_weights = record.get("weights_sha256") == now.get("weights_sha256")
-    rows.append({"name": f"final weights ({label})", "rule": "exact", "record": record.get("weights_sha256"),
+    rows.append({"name": weights_name, "rule": "exact", "record": record.get("weights_sha256"),
                  "now": now.get("weights_sha256"), "verdict": "pass" if same_weights else "fail", "detail": None})
     rec_checks, now_checks = record.get("validation") or [], now.get("validation") or []
     changed = [n for (n, p) in now_checks if [n, p] not in rec_checks] + \
               [n for (n, p) in rec_checks if [n, p] not in now_checks]
     rows.append({
-        "name": f"validation checks ({label})", "rule": "exact",
+        "name": checks_name, "rule": "exact",
         "record": f"{sum(p for _, p in rec_checks)}/{len(rec_checks)} passed",
         "now": f"{sum(p for _, p in now_checks)}/{len(now_checks)} passed",
         "verdict": "pass" if rec_checks == now_checks else "fail",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.report import write_table
 
 VERDICTS = ("pass", "fail", "not_comparable", "incomplete")
@@ -65,7 +64,7 @@ def read_comparison(path: Path) -> dict[str, Any]:
     from soaklab.records.recheck import checked_verdict
 
     try:
-        comparison = json.loads(path.read_text())
+        comparison = read_json(path)
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path}: unreadable comparison ({exc})") from None
     if not isinstance(comparison, dict) or comparison.get("verdict") not in VERDICTS:

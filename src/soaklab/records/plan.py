@@ -196,7 +196,7 @@ def _yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise RecordError(f"{path}: missing; a record folder holds its spec ({SPEC})") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:  # RecursionError: nested too deep
         raise RecordError(f"{path}: unreadable ({str(exc).splitlines()[0]})") from None
 
 
@@ -371,10 +371,14 @@ def _profile(where: str, spec: dict[str, Any], overrides: dict[str, Any]) -> Any
 def load_records(root: Path, check_run: Callable[[str, dict[str, Any]], str | None] | None = None
                  ) -> dict[str, Record]:
     """Every record under `root` (records/), by name; none when the folder does not exist."""
+    return {folder.name: load_record(folder, check_run) for folder in record_folders(root)}
+
+
+def record_folders(root: Path) -> list[Path]:
+    """The folder of every record under `root` (records/), in name order; none when it does not exist."""
     if not root.is_dir():
-        return {}
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-    return {folder.name: load_record(folder, check_run) for folder in folders}
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
 def ci_records(records: dict[str, Record]) -> list[str]:

@@ -10,6 +10,11 @@ the support matrix, CI) recomputes it:
 - the learning figures' `statistics` from the bootstrap rows.
 A file with no rows, a row whose stated verdict its own numbers contradict, or a verdict its rows do
 not give is refused with one line naming the file and the field.
+
+A kept reproduction is then judged against its record's spec as it stands (`spec_mismatch`): the
+figures and their bands come from record.yaml, not from the file. One that lacks a figure the spec
+names (or a seed's bitwise rows), carries another rule, band or tolerance than the spec's, or whose
+numbers the spec's band or tolerance does not pass, promotes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
+from soaklab.records.plan import SPEC, Figure, Record
 
 ROW_VERDICTS = ("pass", "fail", "not_comparable")
 INTERVAL_DIGITS = 9  # a stored interval is the recomputed one to this many significant digits
@@ -143,3 +149,60 @@ def checked_verdict(doc: Any, path: Path | str, folder_machine: str | None = Non
         if doc["statistics"] != expected:
             raise InvalidInput(f"{path}: statistics: says {doc['statistics']!r}, its bootstrap rows give {expected!r}")
     return recomputed
+
+
+def _figure_mismatch(figure: Figure, row: dict[str, Any]) -> str | None:
+    """Where one row falls short of its figure as the spec gives it, or None."""
+    if row.get("rule") != figure.rule:
+        return f"rule: {row.get('rule')!r}, the spec's is {figure.rule!r}"
+    record, now = _number(row.get("record")), _number(row.get("now"))
+    if record is None or now is None:
+        return "the figure is missing from a run"
+    if figure.rule == "ratio":
+        assert figure.band is not None
+        low, high = figure.band
+        if "band" in row and _pair(row["band"]) != (low, high):
+            return f"band: {row['band']}, the spec's is [{low}, {high}]"
+        ratio = now / record if record else math.inf
+        return None if low <= ratio <= high else f"now / record = {ratio:.4g}, outside the spec's band [{low}, {high}]"
+    assert figure.tolerance is not None
+    tolerance = figure.tolerance * abs(record) if figure.relative else figure.tolerance
+    if "tolerance" in row:  # its interval was judged against it (checked_verdict)
+        stated = _number(row["tolerance"])
+        if stated is None or not math.isclose(stated, tolerance, rel_tol=1e-9, abs_tol=1e-12):
+            return f"tolerance: {row['tolerance']}, the spec's gives {tolerance:.6g}"
+        return None
+    # Kept before rows carried their interval: only the means are left. The interval holds their
+    # difference, so a difference within the tolerance passes; beyond it, nothing shows it passes.
+    if abs(now - record) > tolerance:
+        return (f"mean now - record = {now - record:.4g}, beyond the spec's tolerance +-{tolerance:.4g}, and the "
+                "row carries no interval")
+    return None
+
+
+def spec_mismatch(record: Record, doc: dict[str, Any], path: Path | str) -> str | None:
+    """Where a kept reproduction (its verdict checked by checked_verdict) falls short of the record's
+    spec as it stands, one line naming the file and the figure; None where every figure the spec names
+    is there and passes under the spec's band or tolerance (and, for a bitwise record, each seed's rows)."""
+    from soaklab.records.compare import exact_row_names
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in doc.get("figures") or []:
+        if isinstance(row, dict):
+            rows.setdefault(str(row.get("name")), []).append(row)
+    spec = f"records/{record.name}/{SPEC}"
+    wanted = [(name, None) for run in record.runs for name in exact_row_names(run.label)] if record.exact else []
+    wanted += [(figure.key, figure) for figure in record.figures]
+    for name, figure in wanted:
+        found = rows.get(name, [])
+        if not found:
+            return f"{path}: figures: no row of {name}, which {spec} compares"
+        if len(found) > 1:
+            return f"{path}: figures: {name} has {len(found)} rows"
+        if figure is None:
+            why = None if found[0].get("rule") == "exact" else f"rule: {found[0].get('rule')!r}, the spec's is 'exact'"
+        else:
+            why = _figure_mismatch(figure, found[0])
+        if why is not None:
+            return f"{path}: figures ({name}): {why} ({spec})"
+    return None

@@ -10,7 +10,6 @@ sides of a comparison are read by one function.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from soaklab.catalogue import BACKENDS
 from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
+from soaklab.files.jsonfiles import read_json
 from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
@@ -41,7 +41,7 @@ SIM_VERSIONS = {name: backend.versions for name, backend in BACKENDS.items()}  #
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text())
+        value = read_json(path)
     except FileNotFoundError:
         raise InvalidInput(f"{path}: missing; the run has not finished through validate_artifacts") from None
     except (OSError, ValueError) as exc:

@@ -9,7 +9,6 @@ spec. A failed, refused or cancelled update leaves the record as it was.
 from __future__ import annotations
 
 import fcntl
-import json
 import shutil
 import subprocess
 import sys
@@ -20,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.records import snapshot
 from soaklab.records.plan import PROVENANCE, RUNS, SNAPSHOT, SPEC, Record, RecordError, load_record, workflow_run_check
+from soaklab.records.recheck import spec_mismatch
 
 # A passing reproduction kept beside the record: the evidence of its Benchmarked level in the support
 # matrix (soaklab.support), valid while the record it reproduced stands.
@@ -68,7 +68,7 @@ def spec_disagreement(record: Record, folder: Path) -> str | None:
     for run in record.runs:
         path = folder / RUNS / run.label / "run_config.json"
         try:
-            made = json.loads(path.read_text())
+            made = read_json(path)
             made_overrides = {k: v for k, v in (made.get("overrides") or {}).items() if k != "training.log_dir"}
         except (OSError, ValueError, AttributeError) as exc:
             return f"{path}: unreadable ({exc})"
@@ -98,8 +98,8 @@ def read_recorded(record: Record, machine_kind: str | None = None, check_spec: b
     if check_spec:
         require_spec_agrees(record, folder)
     try:
-        provenance = json.loads((folder / PROVENANCE).read_text())
-        snaps = {run.label: json.loads((folder / RUNS / run.label / SNAPSHOT).read_text())
+        provenance = read_json(folder / PROVENANCE)
+        snaps = {run.label: read_json(folder / RUNS / run.label / SNAPSHOT)
                  for run in record.runs}
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{folder}: unreadable artifacts ({exc})") from None
@@ -153,7 +153,7 @@ def write_record(record: Record, snaps: dict[str, dict[str, Any]], results: Path
         write_json_atomic(folder / SNAPSHOT, snaps[run.label])
         for name in KEPT:
             shutil.copyfile(results / run.name / name, folder / name)
-        soak = json.loads((results / run.name / "soak.json").read_text())
+        soak = read_json(results / run.name / "soak.json")
         soak.pop("samples", None)
         write_json_atomic(folder / "soak_summary.json", soak)
     current = target / RUNS
@@ -233,6 +233,9 @@ def keep(records: Path, name: str, comparison: dict[str, Any]) -> Path:
             raise InvalidInput(f"{where}: the comparison ran on {machine!r}, a machine kind the record has no "
                                "artifacts of")
         provenance, _ = read_recorded(record, machine)
+        mismatch = spec_mismatch(record, comparison, "the comparison")
+        if mismatch is not None:  # the figures and bands are the spec's, not the file's
+            raise InvalidInput(f"{where}: {mismatch}")
         if (comparison.get("commit") or {}).get("record") != provenance.get("commit"):
             raise InvalidInput(f"{where}: the comparison is against an earlier record "
                                f"(commit {(comparison.get('commit') or {}).get('record')}); reproduce it again")

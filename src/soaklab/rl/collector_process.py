@@ -5,7 +5,6 @@ file its backend diagnostics come back through (docs/runtime.md, "Processes").""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import tempfile
@@ -15,6 +14,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+from soaklab.files.jsonfiles import read_json
 from soaklab.host.lifetime import end_process
 from soaklab.rl.channels import C, PeerDied
 from soaklab.rl.collector import CollectorSpec, collector_main
@@ -81,7 +81,7 @@ def read_backend_diagnostics(path: Path, sim: str, keep_file: bool) -> dict[str,
     """What the collector reported of its backend (`path`: diagnostics_path); a rank > 0's temp file
     is removed once read."""
     if path.is_file():
-        diagnostics = json.loads(path.read_text())
+        diagnostics = read_json(path)
         if not keep_file:
             path.unlink()
         return diagnostics

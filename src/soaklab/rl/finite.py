@@ -14,14 +14,13 @@ failure is classified, so the first non-finite iteration is still the one named.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 CLASSIFICATION = "non_finite"
 NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)  # what .numpy() takes (not bfloat16)
@@ -43,7 +42,7 @@ class NonFinite(Exception):
     def read(cls, path: Path) -> NonFinite | None:
         """The collector's report (its process is gone; the file is how its finding reaches the learner)."""
         try:
-            found = json.loads(path.read_text())
+            found = read_json(path)
             return cls(int(found["iteration"]), str(found["tensor"]), found.get("term"))
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -24,7 +24,6 @@ actions, so the two files are one consistent cut of the run.
 from __future__ import annotations
 
 import io
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ import torch
 
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 KEEP = 2
 SEGMENTS = "segments.json"
@@ -174,7 +173,7 @@ def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
     summary = run_dir / "run_summary.json"
     if summary.is_file():
         try:
-            status = json.loads(summary.read_text()).get("status")
+            status = read_json(summary).get("status")
         except ValueError:
             status = None
         if status == "completed":
@@ -194,7 +193,7 @@ def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
 # -- segments --------------------------------------------------------------------------------------------
 def read_segments(run_dir: Path) -> list[dict[str, Any]]:
     try:
-        return list(json.loads((run_dir / SEGMENTS).read_text())["segments"])
+        return list(read_json(run_dir / SEGMENTS)["segments"])
     except (OSError, ValueError, KeyError, TypeError):
         return []
 

@@ -5,7 +5,6 @@ The configuration arrives resolved (soaklab.config.resolve): this module never c
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
 
 def _same_record(path: Path, record: dict[str, Any]) -> bool:
     try:
-        return json.loads(path.read_text()).get("config_hash") == record["config_hash"]
+        return read_json(path).get("config_hash") == record["config_hash"]
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 
 from soaklab.errors import InvalidInput, RuntimeFailure
+from soaklab.files.jsonfiles import read_json
 
 
 @cache
@@ -51,7 +52,7 @@ def validate_artifact(name: str, payload: Any) -> None:
 def load_artifact(name: str, path: Path, fix: str) -> Any:
     """Read an artifact another step wrote and check it against its schema; fail closed naming it."""
     try:
-        payload = json.loads(path.read_text())
+        payload = read_json(path)
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path}: unreadable {name} ({exc}); {fix}") from None
     errors = schema_errors(name, payload)

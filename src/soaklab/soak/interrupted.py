@@ -13,7 +13,6 @@ run config names this soak's config.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.files.checkpoints import checkpoint_iterations
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 
 SEGMENT_SOAKS = "soak_segments"  # each interrupted segment's soak JSON, inside the run dir
@@ -86,7 +85,7 @@ def keep_interrupted(log_dir: Path, soak: dict[str, Any], config_hash: str) -> t
 
 def _made_with(kept: Path) -> str | None:
     try:
-        made_with = json.loads((kept / RUN_CONFIG).read_text()).get("config_hash")
+        made_with = read_json(kept / RUN_CONFIG).get("config_hash")
     except (OSError, ValueError, AttributeError):
         return None
     return made_with if isinstance(made_with, str) else None
@@ -126,7 +125,7 @@ def earlier_segments(log_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted((log_dir / SEGMENT_SOAKS).glob("soak-*.json"), key=lambda p: int(p.stem.split("-")[1])):
         try:
-            soak = json.loads(path.read_text())
+            soak = read_json(path)
         except (OSError, ValueError):
             continue
         out.append({"status": soak.get("status"), "failure_classification": soak.get("failure_classification"),

@@ -24,7 +24,7 @@ import psutil
 from soaklab.config.host import probe_host
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import REQUEUE_EXIT, InvalidInput
-from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 from soaklab.host.lifetime import CANCEL_SIGNALS, die_with_parent
 from soaklab.schemas import schema_errors
@@ -418,13 +418,12 @@ def refusal_line(console_log: Path) -> str | None:
 
 
 def read_run_summary(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    import json
 
     path = run_dir / "run_summary.json"
     if not path.is_file():
         return None, "missing"
     try:
-        summary = json.loads(path.read_text())
+        summary = read_json(path)
     except (OSError, ValueError) as exc:
         return None, f"unreadable ({exc})"
     errors = schema_errors("run_summary", summary)

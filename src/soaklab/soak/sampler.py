@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import psutil
 
+from soaklab.files.jsonfiles import read_json
 from soaklab.files.rundir import CONSOLE_LOG
 from soaklab.soak import gpu
 
@@ -141,7 +141,7 @@ def run_dir_progress(run_dir: Path) -> dict[str, Any]:
                 newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
     iteration = env_steps = None
     try:
-        progress = json.loads((run_dir / "progress.json").read_text())
+        progress = read_json(run_dir / "progress.json")
         iteration, env_steps = int(progress["iteration"]), int(progress["env_steps"])
     except (OSError, ValueError, KeyError, TypeError):
         pass

@@ -13,17 +13,31 @@ alone, so that the matrix generated from it is the same on every machine:
 - records: every record of the configuration, with the artifacts of record of each machine kind and
   their kept reproduction (records/<name>/machines/<kind>/reproduced.json, written by
   `soaklab record keep`).
+
+A record file is anyone's to edit. A spec that cannot be loaded, or a JSON file of a machine kind's
+artifacts that soaklab.files.jsonfiles refuses (too large, nested too deep, a key twice, not JSON), is
+refused for its record (or that machine kind) only: the line naming it is the generator's error, and
+every other record is judged as before.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from soaklab.records.plan import RUNS, SNAPSHOT, Record, load_records, workflow_run_check
+from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import read_json
+from soaklab.records.plan import (
+    RUNS,
+    SNAPSHOT,
+    Record,
+    RecordError,
+    load_record,
+    record_folders,
+    workflow_run_check,
+)
 from soaklab.records.store import REPRODUCED
 
 DEVICES = ("cpu", "cuda")
@@ -163,25 +177,46 @@ def record_combination(record: Record) -> Combination:
     return Combination(record.algo, record.task, record.sim, device, record.ranks)
 
 
-def reproduction(artifacts: Path) -> dict[str, Any] | None:
+def usable_records(root: Path) -> tuple[dict[str, Record], list[str]]:
+    """Every record under records/ whose spec loads, by name, and the line refusing each other one."""
+    check = workflow_run_check(root)
+    records: dict[str, Record] = {}
+    refused: list[str] = []
+    for folder in record_folders(root / "records"):
+        try:
+            records[folder.name] = load_record(folder, check)
+        except RecordError as exc:
+            refused.append(str(exc))
+    return records, refused
+
+
+def refused_file(artifacts: Path) -> str | None:
+    """The line refusing the first JSON file of one machine kind's artifacts that cannot be read
+    (soaklab.files.jsonfiles.read_json), or None where every one can."""
+    for path in sorted(artifacts.rglob("*.json")):
+        try:
+            read_json(path)
+        except InvalidInput as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"{path}: unreadable ({exc.strerror or exc})"
+    return None
+
+
+def reproduction(artifacts: Path) -> Any:
     """The kept reproduction of one machine kind's artifacts of record, or None where there is none."""
     path = artifacts / REPRODUCED
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        return {}  # not a JSON object: refused by the matrix's recheck, naming the file
+    return read_json(path) if path.is_file() else None
 
 
 def snapshots(record: Record, artifacts: Path) -> list[dict[str, Any]]:
     """The snapshot of each seed's run of record in one machine kind's artifacts."""
-    return [json.loads((artifacts / RUNS / run.label / SNAPSHOT).read_text()) for run in record.runs]
+    return [read_json(artifacts / RUNS / run.label / SNAPSHOT) for run in record.runs]
 
 
 def inventory(root: Path) -> list[Evidence]:
     """Every configuration with its evidence, in a fixed order."""
-    records = load_records(root / "records", workflow_run_check(root))
+    records, _ = usable_records(root)
     tests, ci = marked_tests(root), ci_runs(records)
     by_combination: dict[Combination, list[Record]] = {}
     for record in records.values():

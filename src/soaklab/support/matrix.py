@@ -11,6 +11,10 @@ validation inventory (soaklab.support.inventory; docs/support-matrix.md).
 Tested is what CI proves and Benchmarked what a record proves; a GPU configuration can be
 Benchmarked without being Tested, since CI has no GPU. A passing soak on someone's machine promotes
 nothing: only evidence committed to the repository counts.
+
+A record file that cannot be read (soaklab.support.inventory) or a kept reproduction whose rows
+contradict its verdict is refused for its record only: the row says why, the generator counts it as
+an error (`soaklab support-matrix` exits 2 after judging every other record).
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import read_json
 from soaklab.records.plan import PROVENANCE, RUNS, Record
-from soaklab.records.recheck import checked_verdict
+from soaklab.records.recheck import checked_verdict, spec_mismatch
 from soaklab.records.store import REPRODUCED, spec_disagreement
 from soaklab.soak.leak import status_from_trends
 from soaklab.support.figures import README, readme_with_table
-from soaklab.support.inventory import Evidence, inventory, reproduction, snapshots
+from soaklab.support.inventory import Evidence, inventory, refused_file, reproduction, snapshots, usable_records
 
 LEVELS = ("Refused", "Configured", "Tested", "Benchmarked", "Recommended")
 RECOMMENDED_SOAK_S = 1800.0
@@ -41,26 +46,31 @@ class Row:
     level: str
     benchmarked_by: dict[str, Any] | None  # record, date, commit, machine of the kept reproduction
     reasons: tuple[str, ...]  # why it is not one level higher (or why it is refused)
+    refused: tuple[str, ...] = ()  # the record files refused while judging it: the generator's errors
 
 
-def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] | None, str]:
+def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] | None, str, bool]:
     """The kept reproduction of one machine kind's artifacts when it passed against them as they
-    stand now, else why not."""
+    stand now, else why not; and whether the why is a file refused (the generator's error)."""
     kind = artifacts.name
     kept = reproduction(artifacts)
     if kept is None:
-        return None, f"record {record.name} ({kind}): no kept reproduction (`soaklab record keep {record.name}`)"
-    provenance = json.loads((artifacts / PROVENANCE).read_text())
+        return None, f"record {record.name} ({kind}): no kept reproduction (`soaklab record keep {record.name}`)", False
+    provenance = read_json(artifacts / PROVENANCE)
     try:  # its verdict recomputed from its rows, its machine its folder's: a file is anyone's to edit
         verdict = checked_verdict(kept, artifacts / REPRODUCED, folder_machine=provenance.get("machine_kind"))
     except InvalidInput as exc:
-        return None, f"record {record.name} ({kind}): its kept reproduction is refused: {exc}"
+        return None, f"record {record.name} ({kind}): its kept reproduction is refused: {exc}", True
     if kept.get("of_record") != {"commit": provenance.get("commit"), "date": provenance.get("date")}:
-        return None, f"record {record.name} ({kind}): its kept reproduction is of an earlier record"
+        return None, f"record {record.name} ({kind}): its kept reproduction is of an earlier record", False
     if verdict != "pass":
-        return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {verdict}"
+        return None, f"record {record.name} ({kind}): its kept reproduction's verdict is {verdict}", False
+    # judged against the spec as it stands: every figure it names, with the spec's band (not the file's)
+    mismatch = spec_mismatch(record, kept, artifacts / REPRODUCED)
+    if mismatch is not None:
+        return None, f"record {record.name} ({kind}): its kept reproduction fails against the spec: {mismatch}", False
     return {"record": record.name, "date": kept["date"], "commit": kept["commit"], "dirty": kept.get("dirty"),
-            "machine": kept["machine"]}, ""
+            "machine": kept["machine"]}, "", False
 
 
 def thresholds_met(record: Record, artifacts: Path) -> tuple[bool, str]:
@@ -87,7 +97,7 @@ def long_clean_soak(record: Record, artifacts: Path) -> tuple[bool, str]:
     for run, snap in zip(record.runs, snapshots(record, artifacts), strict=True):
         path = artifacts / RUNS / run.label / "soak_summary.json"
         try:
-            summary = json.loads(path.read_text())
+            summary = read_json(path)
             duration = float(summary["duration_s"])
             status = status_from_trends(summary["resource_summary"]["leak_verdict"]["trends"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -109,10 +119,16 @@ def decide(evidence: Evidence) -> Row:
     ci_tests = [t for t in evidence.tests if not t.gpu]
     tested = bool(ci_tests or evidence.ci_runs)
     reasons: list[str] = []
+    refused: list[str] = []
     benchmarked = None
     sets = []
     for record in evidence.records:
         for artifacts in record.artifact_folders():
+            bad = refused_file(artifacts)  # a file that cannot be read: this machine kind's artifacts only
+            if bad is not None:
+                reasons.append(f"record {record.name} ({artifacts.name}): refused: {bad}")
+                refused.append(bad)
+                continue
             # artifacts the spec no longer describes (edited after they were made) are no evidence of it
             edited = spec_disagreement(record, artifacts)
             if edited is None:
@@ -122,24 +138,25 @@ def decide(evidence: Evidence) -> Row:
                 reasons.append(f"record {record.name} ({artifacts.name}): {edited}; run `soaklab record update "
                                f"{record.name}`")
     for record, artifacts in sets:
-        kept, why = kept_reproduction(record, artifacts)
+        kept, why, is_refusal = kept_reproduction(record, artifacts)
         if kept is not None:
             benchmarked = benchmarked or kept
         else:
             reasons.append(why)
+            refused += [why] if is_refusal else []
     reasons += [f"record {r.name}: no artifacts of record yet" for r in evidence.records if not r.has_artifacts()]
     if benchmarked is None:
         if not evidence.records:
             reasons.append("no record")
         if not tested:
             reasons.insert(0, "no CI test or CI-reproduced record")
-        return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons))
+        return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons), tuple(refused))
     learned = [thresholds_met(r, a) for r, a in sets]
     soaked = [long_clean_soak(r, a) for r, a in sets]
     if any(ok for ok, _ in learned) and any(ok for ok, _ in soaked):
-        return Row(evidence, "Recommended", benchmarked, ())
+        return Row(evidence, "Recommended", benchmarked, (), tuple(refused))
     missing = [why for ok, why in learned + soaked if not ok]
-    return Row(evidence, "Benchmarked", benchmarked, tuple(missing))
+    return Row(evidence, "Benchmarked", benchmarked, tuple(missing), tuple(refused))
 
 
 def generate(root: Path) -> list[Row]:
@@ -192,11 +209,19 @@ def as_json(rows: list[Row]) -> dict[str, Any]:
          "benchmarked_by": r.benchmarked_by, "reasons": list(r.reasons)} for r in rows]}
 
 
-def outputs(root: Path) -> dict[Path, str]:
-    """Every file the inventory decides: the matrix (Markdown and JSON) and the README's records table."""
+def build(root: Path) -> tuple[dict[Path, str], list[str]]:
+    """Every file the inventory decides (the matrix, Markdown and JSON, and the README's records
+    table), and the line of each record file refused while deciding them (none: no error)."""
     rows = generate(root)
-    return {MARKDOWN: markdown(rows), JSON_OUT: json.dumps(as_json(rows), indent=2) + "\n",
-            README: readme_with_table(root)}
+    _, refused = usable_records(root)
+    refused += [line for row in rows for line in row.refused]
+    files = {MARKDOWN: markdown(rows), JSON_OUT: json.dumps(as_json(rows), indent=2) + "\n",
+             README: readme_with_table(root)}
+    return files, list(dict.fromkeys(refused))
+
+
+def outputs(root: Path) -> dict[Path, str]:
+    return build(root)[0]
 
 
 def differences(root: Path, expected: dict[Path, str]) -> list[str]:
