@@ -31,7 +31,7 @@ pack() { tar -C "$ev" -czf "$out/mps_concurrent.tgz" . && echo "mps_concurrent: 
 stage "assets and kernels ($envs worlds)"
 source_flag=()
 [ -e resources/assets/cache/mjlab-1.6.0-py3-none-any.whl ] && source_flag=(--source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl)
-python3 -m soaklab assets pull --robot g1 "${source_flag[@]}" >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
+python3 -m soaklab assets pull --robot g1 ${source_flag[@]+"${source_flag[@]}"} >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
 python3 -m soaklab.bench.warmup --worlds "$envs" --replays 5 --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
   || tail -5 "$ev/warmup.log"
 
