@@ -28,15 +28,19 @@ def test_start_train_through_mps_stop(tmp_path, record_cache, g1_assets):
     env = dict(os.environ, SOAKLAB_MPS_RECORD_DIR=str(record_cache), PYTHONUNBUFFERED="1")
     env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
     name = f"test-{os.getpid()}"
-    started = soaklab("mps", "start", "--name", name, env=env)
+    # Four starts at once, as N runs each ensuring their GPU's daemon: one starts it, three reuse it.
+    starts = [subprocess.Popen([sys.executable, "-m", "soaklab", "mps", "start", "--name", name], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     try:
-        assert started.returncode == 0, started.stderr
+        outputs = [(proc.communicate(timeout=120), proc.returncode) for proc in starts]
+        assert [code for _, code in outputs] == [0] * 4, outputs
+        lines = [out for (out, _), _ in outputs]
+        assert sum(f"mps: started {name}" in out for out in lines) == 1, lines
+        assert sum(f"mps: {name} is already running" in out for out in lines) == 3, lines
         record = json.loads((record_cache / name / "daemon.json").read_text())
         assert record["gpu_uuids"][0].startswith("GPU-")
         assert oct(Path(record["pipe_dir"]).stat().st_mode & 0o777) == "0o700"
         assert proc_start_time(record["control_pid"]) == record["control_start_time"]
-        again = soaklab("mps", "start", "--name", name, env=env)
-        assert again.returncode == 0 and "already running" in again.stdout
         doctor = soaklab("mps", "doctor", env=env)
         assert doctor.returncode == 0, doctor.stdout
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
 from soaklab.errors import InvalidInput
 from soaklab.mps.client import select_daemon
 from soaklab.mps.gpus import parse_gpu_csv, select_gpus, visible
-from soaklab.mps.ownership import LIVE, STALE, load_records, make_private_dir
+from soaklab.mps.ownership import LIVE, LOCK_FILE, STALE, load_records, make_private_dir
 from tests.conftest import CUDA_HOST, one_line
 
 SMI = """0, GPU-aaaaaaaa-1111-2222-3333-444444444444, NVIDIA H200, Default
@@ -115,6 +117,28 @@ def test_stop_of_a_live_owned_daemon_without_the_control_binary_keeps_everything
     assert result.code == 2 and "nvidia-cuda-mps-control: not on PATH" in one_line(result.err)
     assert (record_cache / "gpu-test" / "daemon.json").is_file()
     assert listener.proc.poll() is None
+
+
+# Read, pause, write back: the read-modify-write `start` and `stop` do on the records, in four processes at once.
+BUMP = """import sys, time
+from pathlib import Path
+from soaklab.mps.ownership import records_lock
+counter = Path(sys.argv[1])
+for _ in range(10):
+    with records_lock():
+        seen = int(counter.read_text())
+        time.sleep(0.01)
+        counter.write_text(str(seen + 1))
+"""
+
+
+def test_the_records_lock_serialises_processes(record_cache, tmp_path):
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    procs = [subprocess.Popen([sys.executable, "-c", BUMP, str(counter)]) for _ in range(4)]
+    assert [proc.wait(timeout=300) for proc in procs] == [0] * 4
+    assert counter.read_text() == "40"  # no process's update was lost to another's
+    assert (record_cache / LOCK_FILE).is_file() and load_records() == []  # the lock is not a record
 
 
 def test_unreadable_record_is_stale(cli, record_cache):

@@ -9,6 +9,7 @@ time) and never sends `quit` to a pipe it did not create; logs stay.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -34,6 +35,7 @@ from soaklab.mps.ownership import (
     proc_start_time,
     quarantine,
     record_dir,
+    records_lock,
     write_record,
 )
 
@@ -43,6 +45,28 @@ CONTROL_PID_FILE = "nvidia-cuda-mps-control.pid"
 CONTROL_TIMEOUT_S = 10.0
 START_WAIT_S = 15.0
 STOP_WAIT_S = 30.0
+
+# The control daemon serves one connection at a time: a client that connects meanwhile is refused at
+# once, having done nothing, with this line (exit 1). N runs started together each ask it for their
+# server list at the same moment, so that refusal is retried with backoff for at most
+# CONTROL_BUSY_RETRY_S in all; any other failure (no daemon: "Cannot find MPS control daemon
+# process") fails at once. docs/mps.md states the rule.
+BUSY_MARKERS = ("cannot send command to mps control daemon process",)
+CONTROL_BUSY_RETRY_S = 30.0
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.02, 1.0
+_jitter = random.Random()  # its own generator: a run's seeded global `random` state is never touched
+
+
+@dataclass(frozen=True)
+class BusyRetry:
+    """How long a control command keeps retrying while the daemon is busy, and its backoff."""
+
+    total_s: float = CONTROL_BUSY_RETRY_S
+    first_s: float = BACKOFF_FIRST_S
+    max_s: float = BACKOFF_MAX_S
+
+
+BUSY_RETRY = BusyRetry()
 
 
 def default_name(gpu: PhysicalGpu) -> str:
@@ -84,18 +108,37 @@ def mps_env(pipe_dir: str, log_dir: str | None = None, gpu_uuid: str | None = No
     return env
 
 
-def control(pipe_dir: str, command: str) -> str:
-    """Send one command to the control daemon on `pipe_dir`; its answer, stripped."""
-    try:
-        done = subprocess.run([control_binary()], input=command + "\n", env=mps_env(pipe_dir), capture_output=True,
-                              text=True, timeout=CONTROL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise RuntimeFailure(f"{Path(pipe_dir) / CONTROL_SOCKET}: no answer to {command!r} within "
-                             f"{CONTROL_TIMEOUT_S:.0f}s") from None
-    if done.returncode != 0:
-        raise RuntimeFailure(f"{Path(pipe_dir) / CONTROL_SOCKET}: {command!r} failed (exit {done.returncode}): "
-                             f"{(done.stderr or done.stdout).strip()}")
-    return done.stdout.strip()
+def is_busy(answer: str) -> bool:
+    """The control daemon's refusal while it serves another client (transient, nothing was done)."""
+    return any(marker in answer.lower() for marker in BUSY_MARKERS)
+
+
+def control(pipe_dir: str, command: str, retry: BusyRetry = BUSY_RETRY) -> str:
+    """Send one command to the control daemon on `pipe_dir`; its answer, stripped. While the daemon is
+    busy with another client the command is sent again, with jittered exponential backoff, until
+    `retry.total_s` has passed; then it fails naming the last answer, the tries and the time."""
+    binary, where = control_binary(), Path(pipe_dir) / CONTROL_SOCKET
+    began = time.monotonic()
+    deadline, delay, tries = began + retry.total_s, retry.first_s, 0
+    while True:
+        tries += 1
+        try:
+            done = subprocess.run([binary], input=command + "\n", env=mps_env(pipe_dir), capture_output=True,
+                                  text=True, timeout=CONTROL_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise RuntimeFailure(f"{where}: no answer to {command!r} within {CONTROL_TIMEOUT_S:.0f}s") from None
+        if done.returncode == 0:
+            return done.stdout.strip()
+        cause = (done.stderr.strip() + " " + done.stdout.strip()).strip()
+        if not is_busy(cause):
+            raise RuntimeFailure(f"{where}: {command!r} failed (exit {done.returncode}): {cause}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeFailure(f"{where}: {command!r} failed (exit {done.returncode}): the control daemon stayed "
+                                 f"busy for {time.monotonic() - began:.1f}s over {tries} tries (the bound, "
+                                 f"CONTROL_BUSY_RETRY_S, is {retry.total_s:g}s); last answer: {cause}")
+        time.sleep(min(left, delay * _jitter.uniform(0.5, 1.5)))
+        delay = min(delay * 2, retry.max_s)
 
 
 def server_pids(pipe_dir: str) -> list[int]:
@@ -141,6 +184,11 @@ def start(request: StartRequest) -> DaemonRecord:
         check_socket_path(request.pipe_dir)
     binary = control_binary()
     gpu = select_gpus(request.gpus, query_gpus())[0]
+    with records_lock():  # N runs started at once each ensure this daemon: one starts it, the rest reuse it
+        return start_locked(request, binary, gpu)
+
+
+def start_locked(request: StartRequest, binary: str, gpu: PhysicalGpu) -> DaemonRecord:
     name = request.name or default_name(gpu)
     existing = find_record(name)
     if existing is not None:
@@ -212,6 +260,13 @@ def target(name: str | None) -> LoadedRecord:
 
 def stop(name: str | None) -> bool:
     """Quit an owned daemon and drop its record (logs stay). False when there was nothing to stop."""
+    if name is not None:
+        check_name(name)  # a bad name is refused before the lock (and the records root) is touched
+    with records_lock():
+        return stop_locked(name)
+
+
+def stop_locked(name: str | None) -> bool:
     if name is None and not any(r.state()[0] == LIVE for r in load_records()):
         for loaded in load_records():
             state, why = loaded.state()

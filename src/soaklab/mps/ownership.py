@@ -5,20 +5,25 @@ evidence that proves ownership later: uid, host, the control daemon's pid and
 its Linux start time (so a recycled pid is not mistaken for the daemon), the
 GPU UUIDs and the pipe and log directories. A record whose process is gone is
 stale: the mutating commands move it aside into `quarantine/` before reusing
-the name; the read-only ones only report it.
+the name; the read-only ones only report it. The mutating commands hold an
+exclusive lock on the records root while they read, decide and write
+(`records_lock`): N runs started at once each ensure the daemon of their GPU.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.files.jsonfiles import read_json, write_json_atomic
 
 RECORD_FILE = "daemon.json"
@@ -26,6 +31,9 @@ QUARANTINE_DIR = "quarantine"
 RUNTIME_ROOT = Path("/tmp/soaklab-mps")  # short on purpose: Unix socket paths are limited to 107 bytes
 CONTROL_SOCKET = "control"
 RECORD_SCHEMA_VERSION = 1
+LOCK_FILE = ".lock"  # a file, so load_records (which reads directories) passes over it
+# A holder is `start` or `stop`, each bounded by its own waits (under a minute); past this, a holder is stuck.
+LOCK_WAIT_S = 120.0
 
 LIVE, STALE, FOREIGN = "live", "stale", "foreign"
 
@@ -38,6 +46,33 @@ def records_root() -> Path:
         return Path(os.environ[RECORD_DIR_ENV])
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "soaklab" / "mps"
+
+
+@contextmanager
+def records_lock(wait_s: float = LOCK_WAIT_S) -> Iterator[Path]:
+    """Hold the records root's lock (flock: the kernel drops it when the holder dies, however it dies).
+
+    Without it two `mps start`s at once both find no record and both start a daemon on one pipe, and
+    two stops both move one stale record aside (the second fails on the vanished directory)."""
+    root = records_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = root / LOCK_FILE
+    # Close-on-exec: a daemon started under the lock must never inherit it (it would hold it for ever).
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeFailure(f"{path}: another soaklab mps command has held this lock for over "
+                                         f"{wait_s:g}s; see `soaklab mps status`, and end the stuck command") from None
+                time.sleep(0.05)
+        yield path
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def proc_start_time(pid: int) -> int | None:
