@@ -4,7 +4,8 @@ point-mass task stepped by MuJoCo and a SAC variant, each with its own defaults 
 soaklab's changed. The same plug-in goes where a built-in goes: `config resolve`, `train` through its
 real spawned collector, `train --resume` of a killed run, `export`, and the real DAG (`snakemake
 soak` of a plug-in run, a record naming it planned); `evaluate` says in one line that it judges
-tracking tasks only. A broken or clashing plug-in stops every command, and the DAG, in one line."""
+tracking tasks only, `play` that the task declares no control step. A broken or clashing plug-in
+stops every command, and the DAG, in one line."""
 
 from __future__ import annotations
 
@@ -217,6 +218,12 @@ def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tm
     lines = [line for line in judged.stderr.splitlines() if line.strip()]
     assert judged.returncode == 2 and len(lines) == 1 and not out.exists(), judged.stderr
     assert "task point_reach: evaluation tracks a motion clip" in lines[0]
+    # Playback times its frames by the task's control step, which this task does not declare.
+    video = tmp_path / "play.mp4"
+    played = soaklab(plugin, tmp_path, "play", str(run_dir), "--out", str(video))
+    lines = [line for line in played.stderr.splitlines() if line.strip()]
+    assert played.returncode == 2 and len(lines) == 1 and not video.exists(), played.stderr
+    assert "task point_reach: play times its frames by task.ctrl_dt" in lines[0]
 
 
 # A plug-in naming a built-in's name: refused, never a replacement.
