@@ -202,6 +202,24 @@ def test_every_name_of_the_catalogue_is_the_one_the_schemas_the_snakefile_and_th
     assert {p.parent.name for p in root.glob("*/config.yaml")} - {"_shared"} <= set(ALGORITHMS)
 
 
+def test_the_workflow_schema_lists_no_name_of_the_catalogue():
+    """The workflow config's algo and sim are the catalogue's, installed plug-ins included: the schema
+    takes any name and the DAG checks each against the catalogue when it loads (common.smk), so no name
+    is listed by hand, where a plug-in's could never be."""
+    import json
+
+    import yaml
+
+    from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    # every string of the schema (enums, consts, defaults, keys) as JSON: no name of the catalogue among them
+    strings = json.dumps(schema)
+    assert [name for name in (*ALGORITHMS, *TASKS, *BACKENDS) if json.dumps(name) in strings] == []
+    assert all(set(schema["$defs"][field]) == {"type", "minLength"} for field in ("algo", "task", "sim"))
+    assert "catalogue.name_error(field, run[field])" in STANDALONE_LOADER.read_text()
+
+
 def test_every_reference_of_the_catalogue_loads():
     from soaklab.catalogue import ALGORITHMS, TASKS, load
 

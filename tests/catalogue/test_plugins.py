@@ -1,18 +1,26 @@
 """A task and an algorithm added through the catalogue alone: an installed plug-in (a distribution
 with a `soaklab.catalogue` entry point, found on PYTHONPATH like any installed one) declares a
 point-mass task stepped by MuJoCo and a SAC variant, each with its own defaults YAML and no file of
-soaklab's changed; `soaklab train` trains them through its real spawned collector, and the refusals."""
+soaklab's changed. The same plug-in goes where a built-in goes: `config resolve`, `train` through its
+real spawned collector, `train --resume` of a killed run, `export`, and the real DAG (`snakemake
+soak` of a plug-in run, a record naming it planned); `evaluate` says in one line that it judges
+tracking tasks only, `play` that the task declares no control step. A broken or clashing plug-in
+stops every command, and the DAG, in one line."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.workflow.conftest import planned, snakemake
 
 PLUGIN = {
     "soaklab_dummy/__init__.py": '''
@@ -157,25 +165,41 @@ def install(root: Path, files: dict[str, str]) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
 
 
-def soaklab(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> dict[str, str]:
+    """The plug-in, installed once for the module: the environment that finds it."""
+    return install(tmp_path_factory.mktemp("plugin") / "site", PLUGIN)
+
+
+def soaklab(env: dict[str, str], cwd: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in env.items() if k != "SOAKLAB_FAULT"} | ({"SOAKLAB_FAULT": fault} if fault else {})
     return subprocess.run([sys.executable, "-m", "soaklab", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=600)
 
 
-def test_a_plugin_task_and_algorithm_train_through_the_real_runtime(tmp_path):
-    env = install(tmp_path / "site", PLUGIN)
-    run_dir = tmp_path / "run"
-    result = soaklab(env, tmp_path, "train", "--algo", "twin_sac", "--task", "point_reach", "--sim", "mujoco",
-                     "--skip-post-training", f"training.log_dir={run_dir}")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tmp_path):
+    run_dir, record = tmp_path / "run", tmp_path / "run_config.json"
+    resolved = soaklab(plugin, tmp_path, "config", "resolve", "--algo", "twin_sac", "--task", "point_reach",
+                       "--sim", "mujoco", "algo.save_interval=3", f"training.log_dir={run_dir}", "--out", str(record))
+    assert resolved.returncode == 0, resolved.stdout + resolved.stderr
+    config = json.loads(record.read_text())
+    assert config["owner_files"] == [], "no owner file of soaklab's: the entries' defaults alone"
+    assert config["config"]["task"] == {"start": 0.5, "control_weight": -0.01}
+    assert config["config"]["algo"]["num_envs"] == 4 and config["config"]["training"]["sim_backend"] == "mujoco"
+
+    # Trained from the record and SIGKILLed after its checkpoint at iteration 3, then resumed there.
+    killed = soaklab(plugin, tmp_path, "train", "--run-config", str(record), "--skip-post-training",
+                     fault="kill_learner@4")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert not (run_dir / "run_summary.json").exists()
+    resumed = soaklab(plugin, tmp_path, "train", "--resume", str(run_dir), "--skip-post-training")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "at iteration 3" in resumed.stdout
     summary = json.loads((run_dir / "run_summary.json").read_text())
     assert (summary["algo"], summary["task"], summary["sim"], summary["status"]) == (
         "twin_sac", "point_reach", "mujoco", "completed")
     assert summary["completed_iterations"] == 6 and summary["total_env_steps"] == 24, "the entries' own defaults"
-    record = json.loads((run_dir / "run_config.json").read_text())
-    assert record["owner_files"] == [], "no owner file of soaklab's: the entries' defaults alone"
-    assert record["config"]["task"] == {"start": 0.5, "control_weight": -0.01}
-    assert record["config"]["algo"]["num_envs"] == 4 and record["config"]["training"]["sim_backend"] == "mujoco"
+    assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 3), (3, 6)]
     # The collector process (spawned: a fresh interpreter) stepped the plug-in's task and the learner
     # updated the plug-in's agent: its reward terms and losses are in the run's metrics.
     from soaklab.metrics.events import current_tags, event_file, read_scalars
@@ -183,13 +207,36 @@ def test_a_plugin_task_and_algorithm_train_through_the_real_runtime(tmp_path):
     tags = set(current_tags(read_scalars(event_file(run_dir)))["tag"])
     assert {"Train/reward/distance", "Train/reward/control", "Loss/critic"} <= tags, sorted(tags)
 
+    onnx = tmp_path / "policy.onnx"
+    exported = soaklab(plugin, tmp_path, "export", str(run_dir), "--out", str(onnx))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert onnx.stat().st_size > 0
+    # Evaluation judges a policy from a reference clip's first frame: a task that follows no clip is
+    # refused in one line, before anything is built.
+    out = tmp_path / "evaluation.json"
+    judged = soaklab(plugin, tmp_path, "evaluate", str(run_dir), "--sim", "mujoco", "--out", str(out))
+    lines = [line for line in judged.stderr.splitlines() if line.strip()]
+    assert judged.returncode == 2 and len(lines) == 1 and not out.exists(), judged.stderr
+    assert "task point_reach: evaluation tracks a motion clip" in lines[0]
+    # Playback times its frames by the task's control step, which this task does not declare.
+    video = tmp_path / "play.mp4"
+    played = soaklab(plugin, tmp_path, "play", str(run_dir), "--out", str(video))
+    lines = [line for line in played.stderr.splitlines() if line.strip()]
+    assert played.returncode == 2 and len(lines) == 1 and not video.exists(), played.stderr
+    assert "task point_reach: play times its frames by task.ctrl_dt" in lines[0]
+
+
+# A plug-in naming a built-in's name: refused, never a replacement.
+CLASH = '''
+    from soaklab.catalogue import Algorithm
+
+    ENTRIES = (Algorithm("sac", "soaklab.contract.sections:AlgoConfig", "soaklab.rl.agents.sac:SACAgent"),)
+'''
+CLASH_LINE = "ValueError: algorithm 'sac' is already in the catalogue; choose another name; fix or uninstall it"
+
 
 @pytest.mark.parametrize(("init", "line"), [
-    ('''
-        from soaklab.catalogue import Algorithm
-
-        ENTRIES = (Algorithm("sac", "soaklab.contract.sections:AlgoConfig", "soaklab.rl.agents.sac:SACAgent"),)
-    ''', "ValueError: algorithm 'sac' is already in the catalogue; choose another name; fix or uninstall it"),
+    (CLASH, CLASH_LINE),
     ("ENTRIES = ('sac',)\n", "TypeError: 'sac' is not an Algorithm, Task or Backend"),
     ("raise ImportError('no module named torchx')\n", "ImportError: no module named torchx"),
 ])
@@ -215,3 +262,54 @@ def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):
                  "--out", str(tmp_path / "rc.json"))
     assert result.code == 2 and "twin_sac" in one_line(result.err)
     assert not (tmp_path / "rc.json").exists()
+
+
+# The plug-in's run in the workflow config, soaked for a second on one physics thread.
+SOAK = {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
+        "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}
+PLUGIN_RUN = {"algo": "twin_sac", "task": "point_reach", "sim": "mujoco", "overrides": {"env.num_threads": 1},
+              "soak": SOAK}
+# A record of it: its seeds run through the same rules, compared with its artifacts of record.
+PLUGIN_RECORD = {
+    "description": "a plug-in's run as a record", "machine": "cpu", "seeds": [1],
+    "run": {**PLUGIN_RUN, "overrides": {"algo.num_envs": 4, "algo.max_iterations": 6, "env.num_threads": 1}},
+    "compare": {"exact": False, "figures": [{"name": "mean_reward", "rule": "bootstrap", "tolerance": 0.05,
+                                            "relative": True, "at_env_steps": 24}]},
+}
+
+
+@pytest.mark.snakemake
+def test_a_plugin_run_soaks_and_exports_through_the_dag_and_its_record_plans(plugin, project, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", plugin["PYTHONPATH"])  # Snakemake and every rule's soaklab find it
+    root, work, _ = project
+    overlay = tmp_path / "plugin.yaml"
+    overlay.write_text(yaml.safe_dump({"runs": {"plug": PLUGIN_RUN}, "soak_runs": ["plug"]}))
+    (root / "records" / "plug").mkdir(parents=True)
+    (root / "records" / "plug" / "record.yaml").write_text(yaml.safe_dump(PLUGIN_RECORD))
+
+    jobs = planned(project, target="reproduce", overlays=(overlay,))
+    assert jobs["train_soak"] == 1 and jobs["compare_record"] == 1, jobs
+    proc = snakemake(project, "soak", "evaluate", overlays=(overlay,))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = work / "results" / "plug"
+    soak = json.loads((results / "soak.json").read_text())
+    assert soak["status"] == "passed"
+    summary = soak["run_summary"]
+    assert (summary["algo"], summary["task"], summary["status"]) == ("twin_sac", "point_reach", "completed")
+    validation = json.loads((results / "validation.json").read_text())
+    assert validation["status"] == "passed", [c for c in validation["checks"] if not c["passed"]]
+    # `evaluate` exports every soaked run; a task that follows no clip has no clip evaluation.
+    assert (results / "policy.onnx").stat().st_size > 0 and (results / "policy.parity.json").is_file()
+    assert not list(results.glob("evaluation-*"))
+
+
+@pytest.mark.snakemake
+def test_a_clashing_plugin_stops_the_dag_in_one_line(project, tmp_path, monkeypatch):
+    env = install(tmp_path / "site", {**PLUGIN, "soaklab_dummy/__init__.py": CLASH})
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    proc = snakemake(project, "soak", "-n")
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("soaklab: error: plug-in soaklab_dummy:ENTRIES"), proc.stderr
+    assert CLASH_LINE in errors[0]
+    assert not (project[1] / "results").exists()

@@ -99,7 +99,9 @@ def _edit(path: str, value):
     ("run/overrides/env.num_threads", 4, "run.overrides.env.num_threads: set by numerics.threads"),
     ("machine", "gpu", "numerics: a gpu record's arithmetic is the GPU's"),
     ("run/soak/min_duration_seconds", -1, "run: soak.min_duration_seconds"),
-    ("run/sim", "bullet", "run: sim"),
+    ("run/sim", "bullet", "run: sim: 'bullet' is not in the catalogue (one of mujoco, mjwarp;"),
+    ("run/algo", "ppo", "run: algo: 'ppo' is not in the catalogue"),
+    ("run/task", "walker", "run: task: 'walker' is not in the catalogue"),
     ("description", None, "description"),
 ])
 def test_a_malformed_spec_is_one_line_naming_the_field(tmp_path, path, value, words):

@@ -65,7 +65,9 @@ def test_a_bad_entry_fails_only_its_branch_and_the_table_says_why(project, tmp_p
 
 
 @pytest.mark.parametrize(("content", "words"), [
-    ({"sweeps": {"s": {"base": "cpu", "matrix": {"algo": ["ppo"]}}}}, "'ppo' is not one of"),
+    ({"sweeps": {"s": {"base": "cpu", "matrix": {"algo": ["ppo"]}}}},
+     "soaklab: error: sweeps.s.matrix.algo: 'ppo' is not in the catalogue (one of sac, flashsac;"),
+    ({"runs": {"cpu": {"sim": "bullet"}}}, "soaklab: error: runs.cpu.sim: 'bullet' is not in the catalogue"),
     ({"sweeps": {"s": {"base": "nope", "matrix": {"algo": ["sac"]}}}}, "sweeps.s.base: 'nope' is not defined"),
     ({"sweeps": {"s": {"base": "cpu", "matrix": {}}}}, "should be non-empty"),
     ({"sweeps": {"s": {"base": "cpu", "matrix": {"training.log_dir": ["x"]}}}},

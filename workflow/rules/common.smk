@@ -16,11 +16,11 @@ PKG = Path(workflow.basedir) / "src" / "soaklab"
 DAG_OWNED_KEYS = {"training.log_dir": "the DAG writes each run to results/{run}/train"}
 
 
-def _standalone(module):
+def _standalone(module, name=None):
     """A package module that needs nothing but the standard library (and what Snakemake itself
     imports), loaded by path: the DAG plans before (and without) importing soaklab."""
     spec = importlib.util.spec_from_file_location(
-        "soaklab_{}".format(module.replace(os.sep, "_")), PKG / f"{module}.py"
+        name or "soaklab_{}".format(module.replace(os.sep, "_")), PKG / f"{module}.py"
     )
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = loaded  # dataclasses look their module up there
@@ -28,10 +28,39 @@ def _standalone(module):
     return loaded
 
 
-# The catalogue of algorithms, tasks and simulator backends (soaklab.catalogue): the sim wildcard,
-# the evaluation backends and the record plans read their names there.
-catalogue = _standalone("catalogue/__init__")
+def _refuse(line):
+    """One line and exit 2 before anything runs, as the soaklab command line refuses."""
+    print(f"soaklab: error: {line}", file=sys.stderr)
+    sys.exit(2)
+
+
+# The catalogue of algorithms, tasks and simulator backends (soaklab.catalogue), installed plug-ins
+# included: the run names, the sim wildcard, the evaluation backends and the record plans read it
+# (records/plan.py loads it under the same name, so once). A plug-in that failed to load stops the
+# DAG as it stops every soaklab command: no run plans with a catalogue other than the one installed.
+catalogue = _standalone("catalogue/__init__", name="soaklab_catalogue")
+if catalogue.PLUGIN_ERRORS:
+    _refuse(catalogue.PLUGIN_ERRORS[0])
 SIMS = tuple(catalogue.BACKENDS)
+
+
+def _check_run_names():
+    """Every run's algo and sim, and every sweep's algo and sim axis, name catalogue entries (the
+    workflow schema lists no names). A task is checked where it is resolved, in the run's own branch."""
+    for name, run in config["runs"].items():
+        for field in ("algo", "sim"):
+            error = catalogue.name_error(field, run[field])
+            if error:
+                _refuse(f"runs.{name}.{field}: {error}")
+    for name, sweep in (config.get("sweeps") or {}).items():
+        for field in ("algo", "sim"):
+            for value in sweep["matrix"].get(field) or ():
+                error = catalogue.name_error(field, value)
+                if error:
+                    _refuse(f"sweeps.{name}.matrix.{field}: {error}")
+
+
+_check_run_names()
 
 
 # A float YAML 1.1 left a string (1e-05 in a config file or --config): the float (soaklab.config.yaml11).
@@ -117,8 +146,10 @@ _check_runs()
 # The soak runs whose W&B run gets the DAG's verdict (soak target) and the policy's files (play target).
 WANDB_SOAK_RUNS = [name for name in config["soak_runs"] if uses_wandb(name)]
 
-# The soak runs the play target also evaluates from the clip's first frame (tracking tasks only).
-TRACKING_SOAK_RUNS = [name for name in config["soak_runs"] if config["runs"][name]["task"] == "g1_motion_tracking"]
+# The soak runs the play target also evaluates from the clip's first frame: those of a task that
+# follows a clip (the catalogue's tracking tasks, a plug-in's included); the others are exported only.
+TRACKING_SOAK_RUNS = [name for name in config["soak_runs"]
+                      if config["runs"][name]["task"] in catalogue.tracking_tasks()]
 
 
 def wandb_played(wildcards):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -95,14 +95,26 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 PLUGIN_ERRORS: list[str] = []
 
 
+def _as_entry(entry: Any) -> Algorithm | Task | Backend:
+    """`entry` as this module's Algorithm, Task or Backend. The Snakefile and the record plans load
+    this file by path, as a second copy of the module beside `soaklab.catalogue`, while a plug-in
+    builds its entries from `soaklab.catalogue`'s classes: an entry of either copy is taken, field for
+    field; anything else is refused."""
+    for kind in (Algorithm, Task, Backend):
+        if type(entry) is kind:
+            return entry
+        if (type(entry).__name__ == kind.__name__ and is_dataclass(entry)
+                and {f.name for f in fields(entry)} == {f.name for f in fields(kind)}):
+            return kind(**{f.name: getattr(entry, f.name) for f in fields(kind)})
+    raise TypeError(f"{entry!r} is not an Algorithm, Task or Backend")
+
+
 def _plugin_entries(point: Any) -> list[Any]:
     """A plug-in's entries, checked whole before any is added (a bad one adds none)."""
     tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
-    entries = list(point.load())
+    entries = [_as_entry(entry) for entry in point.load()]
     for entry in entries:
-        table = tables.get(type(entry))
-        if table is None:
-            raise TypeError(f"{entry!r} is not an Algorithm, Task or Backend")
+        table = tables[type(entry)]
         if entry.name in table:
             raise ValueError(f"{type(entry).__name__.lower()} {entry.name!r} is already in the catalogue; "
                              "choose another name")
@@ -141,3 +153,16 @@ def load(reference: str) -> Any:
 def choices(table: dict[str, Any]) -> str:
     """The names of a table, for one-line refusals."""
     return ", ".join(table)
+
+
+# The workflow config's run fields, by the table that names them.
+RUN_FIELDS: dict[str, dict[str, Any]] = {"algo": ALGORITHMS, "task": TASKS, "sim": BACKENDS}
+
+
+def name_error(field: str, value: Any) -> str | None:
+    """Why `value` names no entry of a run field ("algo", "task" or "sim"), or None. The workflow
+    config's schema lists no names: the DAG and the record plans check them here, plug-ins included."""
+    table = RUN_FIELDS[field]
+    if isinstance(value, str) and value in table:
+        return None
+    return f"{value!r} is not in the catalogue (one of {choices(table)}; a plug-in's names once it is installed)"

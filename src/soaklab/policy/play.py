@@ -124,6 +124,10 @@ def play(trained: TrainedRun, out: Path, seconds: float, envs: int) -> dict[str,
         raise InvalidInput(f"--seconds {seconds}: must be > 0")
     if envs < 1:
         raise InvalidInput(f"--envs {envs}: must be >= 1")
+    if "ctrl_dt" not in trained.run.task:  # a plug-in's task may define no control step
+        raise InvalidInput(f"{trained.run_dir}: task {trained.task}: play times its frames by task.ctrl_dt, "
+                           "which the task's keys do not define; add ctrl_dt (its control step, seconds) to "
+                           "the task's defaults YAML")
     ctrl_dt = float(trained.run.task["ctrl_dt"])
     steps = max(1, round(seconds / ctrl_dt))
     fps = round(1.0 / ctrl_dt)

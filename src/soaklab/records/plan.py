@@ -55,8 +55,10 @@ def _by_path(name: str, relative: str) -> Any:
     return sys.modules[name]
 
 
+# The catalogue, installed plug-ins included (the DAG loads it under the same name first).
+CATALOGUE = _by_path("soaklab_catalogue", "catalogue/__init__.py")
 # Tasks whose env logs the tracking errors and the time-out share.
-TRACKING_TASKS = _by_path("soaklab_catalogue", "catalogue/__init__.py").tracking_tasks()
+TRACKING_TASKS = CATALOGUE.tracking_tasks()
 
 # Timing figures: a Perf/ series over the run's steady state (its median; the sum per iteration for
 # the lump-logged collector phases), compared as a ratio.
@@ -268,8 +270,9 @@ def _max_env_steps(run: dict[str, Any]) -> int | None:
 
 
 def workflow_run_check(root: Path) -> Callable[[str, dict[str, Any]], str | None]:
-    """A check of one run entry against the workflow config's own schema (what the DAG validates),
-    returning the first error as 'field: message' or None."""
+    """A check of one run entry against the workflow config's own schema (what the DAG validates)
+    and its algo, task and sim against the catalogue (the schema lists no names), returning the
+    first error as 'field: message' or None."""
     import jsonschema
     import yaml
 
@@ -279,10 +282,14 @@ def workflow_run_check(root: Path) -> Callable[[str, dict[str, Any]], str | None
     def check(name: str, run: dict[str, Any]) -> str | None:
         errors = sorted(validator.iter_errors({"runs": {name: run}, "soak_runs": [name]}),
                         key=lambda e: list(e.absolute_path))
-        if not errors:
-            return None
-        field = [str(p) for p in errors[0].absolute_path][2:]  # drop runs.<name>
-        return f"{'.'.join(field) or '<run>'}: {errors[0].message}"
+        if errors:
+            field = [str(p) for p in errors[0].absolute_path][2:]  # drop runs.<name>
+            return f"{'.'.join(field) or '<run>'}: {errors[0].message}"
+        for field in CATALOGUE.RUN_FIELDS:
+            error = CATALOGUE.name_error(field, run[field])
+            if error:
+                return f"{field}: {error}"
+        return None
 
     return check
 
