@@ -22,6 +22,7 @@ n=${N:-4}
 envs=${ENVS:-1024}
 iterations=${ITERATIONS:-1000}
 limit=${RUN_LIMIT_S:-300}  # a run still going after this is interrupted, so the evidence still comes home
+clip=${CLIP:-largebox}  # synthetic: no clip wheel to carry (the race under test is MPS control, not the clip)
 work=/root/mps-concurrent
 ev=$work/evidence
 rm -rf "$work" && mkdir -p "$ev" "$out"
@@ -31,7 +32,7 @@ pack() { tar -C "$ev" -czf "$out/mps_concurrent.tgz" . && echo "mps_concurrent: 
 stage "assets and kernels ($envs worlds)"
 source_flag=()
 [ -e resources/assets/cache/mjlab-1.6.0-py3-none-any.whl ] && source_flag=(--source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl)
-python3 -m soaklab assets pull --robot g1 ${source_flag[@]+"${source_flag[@]}"} >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
+python3 -m soaklab assets pull --robot g1 --clip "$clip" ${source_flag[@]+"${source_flag[@]}"} >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
 python3 -m soaklab.bench.warmup --worlds "$envs" --replays 5 --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
   || tail -5 "$ev/warmup.log"
 
@@ -85,6 +86,9 @@ EOF
   echo "$line" | tee -a "$ev/summary.txt"
 done
 [ -n "$log_dir" ] && cp "$log_dir"/*.log "$ev/" 2>/dev/null
+# The loss_exploded rule's margin on these healthy G1 runs (docs/runtime.md, "Diverged runs").
+python3 scripts/loss_margin.py "$work"/run-* >"$ev/loss_margin.txt" 2>&1 || true
+tail -1 "$ev/loss_margin.txt"
 
 stage "mps stop"
 python3 -m soaklab mps stop >>"$ev/mps.log" 2>&1 || tail -2 "$ev/mps.log"
