@@ -235,10 +235,31 @@ CLASH = '''
 CLASH_LINE = "ValueError: algorithm 'sac' is already in the catalogue; choose another name; fix or uninstall it"
 
 
+def entries(*declared: str) -> str:
+    """A plug-in's __init__ declaring these entries (Python expressions)."""
+    return f"from soaklab.catalogue import Algorithm, Task\n\nENTRIES = ({', '.join(declared)},)\n"
+
+
+def task(actor_obs: str = "2", backends: str = "('mujoco',)") -> str:
+    return (f"Task('point_reach', 'soaklab_dummy.env:build', actor_obs={actor_obs}, critic_obs=2, action=1, "
+            f"reward_terms=('distance',), backends={backends}, needs_assets=False)")
+
+
+def algorithm(name: str) -> str:
+    return f"Algorithm({name!r}, 'soaklab.contract.sections:AlgoConfig', 'soaklab.rl.agents.sac:SACAgent')"
+
+
 @pytest.mark.parametrize(("init", "line"), [
     (CLASH, CLASH_LINE),
     ("ENTRIES = ('sac',)\n", "TypeError: 'sac' is not an Algorithm, Task or Backend"),
     ("raise ImportError('no module named torchx')\n", "ImportError: no module named torchx"),
+    ("import sys\nsys.exit(0)\n", "SystemExit: 0; fix or uninstall it"),
+    (entries(task(actor_obs="'2'")), "ValueError: task 'point_reach': actor_obs must be an int > 0, not '2'"),
+    (entries(algorithm("../../evil sac")), "ValueError: algorithm '../../evil sac': name must be a name like"),
+    (entries(task(backends="('nosuchsim',)")),
+     "ValueError: task 'point_reach': backends names 'nosuchsim', not a backend of the catalogue (one of "),
+    (entries(algorithm("twin_sac"), algorithm("twin_sac")),
+     "ValueError: algorithm 'twin_sac' is declared twice in this plug-in; keep one"),
 ])
 def test_a_bad_plugin_stops_every_command_in_one_line(tmp_path, init, line):
     env = install(tmp_path / "site", {**PLUGIN, "soaklab_dummy/__init__.py": init})
@@ -253,6 +274,12 @@ def test_a_bad_plugin_stops_every_command_in_one_line(tmp_path, init, line):
     show = "from soaklab.catalogue import ALGORITHMS; print(sorted(ALGORITHMS))"
     check = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.strip() == "['flashsac', 'sac']"
+
+
+def test_every_built_in_entry_holds_to_the_checks_a_plugins_entries_pass():
+    from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS, _entry_error
+
+    assert [_entry_error(entry) for table in (ALGORITHMS, TASKS, BACKENDS) for entry in table.values()] == [None] * 6
 
 
 def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):

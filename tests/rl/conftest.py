@@ -17,7 +17,7 @@ import pytest
 
 from soaklab.config.overrides import merge_overrides
 from soaklab.metrics.same_run import first_difference, series
-from soaklab.rl.shm import leaked_segments
+from soaklab.rl.shm import leaked_segments, segment_prefix
 
 # Small networks and batches: these tests check the runtime's mechanics, not learning.
 FAST = ("algo.num_envs=8", "algo.learning_starts=4", "algo.batch_size=32", "algo.actor_hidden=32",
@@ -93,8 +93,8 @@ def start_train(tmp_path):
 
 
 def own_segments(pids: Iterable[int]) -> list[str]:
-    """The /dev/shm segments named for these learner processes (`soaklab-<pid>-...`)."""
-    prefixes = tuple(f"soaklab-{pid}-" for pid in pids)
+    """The /dev/shm segments named for these learner processes (of this pid namespace)."""
+    prefixes = tuple(segment_prefix(pid) for pid in pids)
     return [name for name in leaked_segments() if prefixes and name.startswith(prefixes)]
 
 

@@ -1,6 +1,7 @@
 """Segments a learner could not unlink (its whole process tree killed at once) are reclaimed by
 `soaklab shm reclaim`, and by the next run that starts: real /dev/shm segments left by a real process
-that is gone, beside a live one.
+that is gone, beside a live one. Only segments made in the judge's own pid namespace are judged: another
+namespace's pids mean nothing here, so its live runs would look gone.
 
 Every soaklab run that starts on this host (another test's, meanwhile) reclaims orphans too: a test
 whose orphans another run took first says so (Raced) and tries again with new ones."""
@@ -17,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from soaklab.rl.shm import SHM_DIR, SharedArrays, orphaned_segments
+from soaklab.rl.shm import SHM_DIR, SharedArrays, orphaned_segments, pid_namespace, unjudged_segments
 from tests.rl.conftest import own_segments, process_gone
 
 if not SHM_DIR.is_dir():
@@ -125,9 +126,66 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
     until_unraced(attempt)
 
 
-def test_names_of_another_form_are_never_judged(tmp_path):
-    (tmp_path / "soaklab-notapid-0011aabb-ring_obs").write_bytes(b"")
-    (tmp_path / "soaklab-999999999-0011aabb-../x").parent.mkdir(exist_ok=True)
-    (tmp_path / "other-1-0011aabb-ring_obs").write_bytes(b"")
-    (tmp_path / "soaklab-999999999-0011aabb-ring_obs").write_bytes(b"")
-    assert orphaned_segments(Path(tmp_path)) == ["soaklab-999999999-0011aabb-ring_obs"]
+def test_only_this_pid_namespaces_segments_are_judged(tmp_path):
+    """A pid (999999999: above any pid_max, so gone here) is judged only in the namespace it was made in;
+    another namespace's, an unknown one's and the old names without a namespace are listed, never
+    reclaimed. Names of another form are not soaklab's at all."""
+    ours, theirs = pid_namespace(), str(int(pid_namespace()) + 1)
+    for name in (f"soaklab-ns{ours}-999999999-0011aabb-ring_obs", f"soaklab-ns{theirs}-999999999-0011aabb-ring_obs",
+                 "soaklab-nsunknown-999999999-0011aabb-ring_obs", "soaklab-999999999-0011aabb-ring_obs",
+                 f"soaklab-ns{ours}-notapid-0011aabb-ring_obs", f"soaklab-ns{ours}-0-0011aabb-ring_obs",
+                 f"other-ns{ours}-999999999-0011aabb-ring_obs"):
+        (tmp_path / name).write_bytes(b"")
+    assert orphaned_segments(Path(tmp_path)) == [f"soaklab-ns{ours}-999999999-0011aabb-ring_obs"]
+    assert unjudged_segments(Path(tmp_path)) == sorted(["soaklab-999999999-0011aabb-ring_obs",
+                                                        f"soaklab-ns{theirs}-999999999-0011aabb-ring_obs",
+                                                        "soaklab-nsunknown-999999999-0011aabb-ring_obs"])
+
+
+def unshare_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# Segments of a live learner-like process that holds them until its stdin closes.
+HOLD = """
+import sys
+from soaklab.rl.shm import SharedArrays
+arrays = SharedArrays.create({"ring_obs": ((2, 2), "float32")})
+print(" ".join(arrays.names), flush=True)
+sys.stdin.readline()
+arrays.close()
+"""
+IN_NEW_NAMESPACE = ["unshare", "-p", "-f", "--mount-proc"]
+
+
+@pytest.mark.skipif(not unshare_works(), reason="no new pid namespace here (`unshare -p` needs CAP_SYS_ADMIN)")
+def test_live_segments_of_another_pid_namespace_are_never_reclaimed():
+    """Real pid namespaces sharing this /dev/shm: a live process in a new one holds segments; reclaim
+    from here leaves them. The reverse: reclaim run in a third namespace, where this process's pid does
+    not exist, leaves this process's live segments (and the other namespace's) alone too."""
+    inside = subprocess.Popen([*IN_NEW_NAMESPACE, sys.executable, "-c", HOLD], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    live = SharedArrays.create({"ring_obs": ((2, 2), "float32")})
+    try:
+        theirs = inside.stdout.readline().split()
+        assert theirs and exist(theirs), inside.poll()
+        assert not theirs[0].startswith(f"soaklab-ns{pid_namespace()}-"), theirs  # named for its namespace
+
+        here = soaklab("shm", "reclaim")
+        assert here.returncode == 0, here.stderr
+        assert exist(theirs) and all(f"shm: left /dev/shm/{name}: not made in this pid namespace" in here.stdout
+                                     for name in theirs), here.stdout
+
+        there = subprocess.run([*IN_NEW_NAMESPACE, sys.executable, "-m", "soaklab", "shm", "reclaim"],
+                               capture_output=True, text=True, timeout=120)
+        assert there.returncode == 0, there.stderr
+        assert exist(live.names) and exist(theirs), there.stdout
+        assert all(f"shm: left /dev/shm/{name}:" in there.stdout for name in [*live.names, *theirs]), there.stdout
+    finally:
+        inside.communicate("\n", timeout=60)  # it closes (and unlinks) its segments and exits
+        live.close()
+    assert inside.returncode == 0 and not any((SHM_DIR / name).exists() for name in theirs)

@@ -144,7 +144,7 @@ def test_the_trainer_does_not_outlive_a_killed_monitor(start_soak):
     shuts down as cancelled with its run summary, and leaves none of its segments behind."""
     import psutil
 
-    from soaklab.rl.shm import leaked_segments
+    from soaklab.rl.shm import leaked_segments, segment_prefix
 
     run = start_soak(iterations=100000)
     wait_for_training(run)
@@ -158,7 +158,7 @@ def test_the_trainer_does_not_outlive_a_killed_monitor(start_soak):
     shutdown = summary["runtime_manifest"]["shutdown"]
     assert shutdown["classification"] == "external_cancellation"
     assert shutdown["exception"]["message"] == "SIGTERM"
-    assert [n for n in leaked_segments() if n.startswith(f"soaklab-{trainer.pid}-")] == []
+    assert [n for n in leaked_segments() if n.startswith(segment_prefix(trainer.pid))] == []
 
 
 def test_a_killed_trainer_group_leaves_nothing_in_dev_shm(start_soak):
@@ -169,6 +169,8 @@ def test_a_killed_trainer_group_leaves_nothing_in_dev_shm(start_soak):
 
     import psutil
 
+    from soaklab.rl.shm import segment_prefix
+
     run = start_soak(iterations=100000)
     wait_for_training(run)
     trainer = next(p for p in psutil.Process(run.proc.pid).children() if "train" in p.cmdline())
@@ -176,7 +178,7 @@ def test_a_killed_trainer_group_leaves_nothing_in_dev_shm(start_soak):
     soak = finished(run)
     removed = soak["post_shutdown"]["shm_removed"]
     names = [entry["name"] for entry in removed]
-    assert any(n.startswith(f"soaklab-{trainer.pid}-") for n in names), names
+    assert any(n.startswith(segment_prefix(trainer.pid)) for n in names), names
     assert any(n.startswith("sem.mp-") for n in names), names
     assert all(entry["removed"] and entry["error"] is None for entry in removed)
     assert not any((Path("/dev/shm") / n).exists() for n in names)

@@ -19,7 +19,7 @@ spawned collector sees the same catalogue as its learner.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+import re
 from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -109,29 +109,112 @@ def _as_entry(entry: Any) -> Algorithm | Task | Backend:
     raise TypeError(f"{entry!r} is not an Algorithm, Task or Backend")
 
 
-def _plugin_entries(point: Any) -> list[Any]:
-    """A plug-in's entries, checked whole before any is added (a bad one adds none)."""
-    tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
+# What an entry's names and references must look like: a name goes into paths, YAML keys, metric
+# tags and command lines, so a plug-in's is held to the form every built-in name has.
+NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+VERSION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
+    """Why `entry`'s `field` does not hold what the catalogue's code expects there, or None."""
+    value = getattr(entry, field)
+    if field == "name" or field in ("reward_terms", "tracking_metrics"):
+        names = [value] if field == "name" else value
+        if field != "name" and (type(value) is not tuple or len(set(value)) != len(value)):
+            return "must be a tuple of distinct names"
+        if not all(isinstance(name, str) and NAME.match(name) for name in names):
+            return f"must be {'a name' if field == 'name' else 'names'} like 'my_task' ({NAME.pattern})"
+    elif field in ("config", "agent", "builder"):
+        if not (isinstance(value, str) and REFERENCE.match(value)):
+            return "must be a \"module:name\" reference"
+    elif field in ("actor_obs", "critic_obs", "action"):
+        if type(value) is not int or value <= 0:
+            return "must be an int > 0"
+    elif field in ("needs_assets", "tracking"):
+        if type(value) is not bool:
+            return "must be True or False"
+    elif field == "defaults":
+        if value is not None and not (isinstance(value, str) and value):
+            return "must be None or the path of a YAML"
+    elif field == "module":
+        if value is not None and not (isinstance(value, str) and MODULE.match(value)):
+            return "must be None or a module name"
+    elif field == "placement":
+        if value not in (HOST_BRIDGE, DEVICE_RESIDENT):
+            return f"must be {HOST_BRIDGE!r} or {DEVICE_RESIDENT!r}"
+    elif field == "versions":
+        if type(value) is not tuple or not all(isinstance(v, str) and VERSION.match(v) for v in value):
+            return "must be a tuple of package names"
+    elif field == "backends":
+        if type(value) is not tuple or not value or not all(isinstance(b, str) for b in value):
+            return "must be a non-empty tuple of backend names"
+    return None
+
+
+def _entry_error(entry: Algorithm | Task | Backend) -> str | None:
+    """The first field of `entry` that holds the wrong thing, in one line naming the entry and field."""
+    for field in fields(entry):
+        if reason := _field_error(entry, field.name):
+            return (f"{type(entry).__name__.lower()} {_shown(entry.name)}: {field.name} {reason}, "
+                    f"not {_shown(getattr(entry, field.name))}")
+    return None
+
+
+def _plugin_entries(point: Any, taken: dict[type, set[str]]) -> list[Algorithm | Task | Backend]:
+    """A plug-in's entries, checked whole before any is added (a bad one adds none): each field's
+    type and form, and no name already in the catalogue (`taken`: the built-ins' and the plug-ins'
+    before it) or twice in the plug-in itself."""
     entries = [_as_entry(entry) for entry in point.load()]
+    own: dict[type, set[str]] = {Algorithm: set(), Task: set(), Backend: set()}
     for entry in entries:
-        table = tables[type(entry)]
-        if entry.name in table:
-            raise ValueError(f"{type(entry).__name__.lower()} {entry.name!r} is already in the catalogue; "
-                             "choose another name")
+        if error := _entry_error(entry):
+            raise ValueError(error)
+        kind = type(entry).__name__.lower()
+        if entry.name in taken[type(entry)]:
+            raise ValueError(f"{kind} {entry.name!r} is already in the catalogue; choose another name")
+        if entry.name in own[type(entry)]:
+            raise ValueError(f"{kind} {entry.name!r} is declared twice in this plug-in; keep one")
+        own[type(entry)].add(entry.name)
     return entries
 
 
 def _add_plugins() -> None:
     """Every installed plug-in's entries, into the tables above. A name already taken is refused: a
-    plug-in adds to the catalogue, it never replaces what is there."""
+    plug-in adds to the catalogue, it never replaces what is there. A task's backends must be
+    declared, by soaklab or a plug-in, once all are read."""
     tables: dict[type, dict[str, Any]] = {Algorithm: ALGORITHMS, Task: TASKS, Backend: BACKENDS}
+    taken = {kind: set(table) for kind, table in tables.items()}
+    loaded: list[tuple[Any, list[Algorithm | Task | Backend]]] = []
+
+    def refuse(point: Any, line: str) -> None:
+        PLUGIN_ERRORS.append(f"plug-in {point.value} ({PLUGIN_GROUP} entry point {point.name!r}): {line}; "
+                             "fix or uninstall it")
+
     for point in entry_points(group=PLUGIN_GROUP):
         try:
-            entries: Iterable[Any] = _plugin_entries(point)
-        except Exception as exc:  # the plug-in's own code: whatever it raises is its failure
-            first = (str(exc).splitlines() or [""])[0]
-            PLUGIN_ERRORS.append(f"plug-in {point.value} ({PLUGIN_GROUP} entry point {point.name!r}): "
-                                 f"{type(exc).__name__}: {first}; fix or uninstall it")
+            entries = _plugin_entries(point, taken)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the plug-in's own code (a sys.exit included): its failure
+            refuse(point, f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+            continue
+        for entry in entries:
+            taken[type(entry)].add(entry.name)
+        loaded.append((point, entries))
+    for point, entries in loaded:
+        unknown = [(task.name, backend) for task in entries if isinstance(task, Task)
+                   for backend in task.backends if backend not in taken[Backend]]
+        if unknown:
+            task, backend = unknown[0]
+            refuse(point, f"ValueError: task {task!r}: backends names {_shown(backend)}, not a backend of the "
+                          f"catalogue (one of {', '.join(sorted(taken[Backend]))})")
             continue
         for entry in entries:
             tables[type(entry)][entry.name] = entry

@@ -101,12 +101,16 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 
 def cmd_shm_reclaim(args: argparse.Namespace) -> int:
-    from soaklab.rl.shm import reclaim_orphans
+    from soaklab.rl.shm import pid_namespace, reclaim_orphans, unjudged_segments
 
     reclaimed, errors = reclaim_orphans(dry_run=args.dry_run)
     verb = "would reclaim" if args.dry_run else "reclaimed"
     for name in reclaimed:
         print(f"shm: {verb} /dev/shm/{name}")
+    # Never unlinked from here: their learner's pid means nothing in this namespace (docs/soak.md).
+    for name in unjudged_segments():
+        print(f"shm: left /dev/shm/{name}: not made in this pid namespace (pid:[{pid_namespace()}]); run "
+              "`soaklab shm reclaim` where it was made, or remove it by hand once no run uses it")
     for line in errors:
         print(f"shm: could not reclaim {line}", file=sys.stderr)
     print(f"shm: {verb} {len(reclaimed)} segment(s) of learners that are gone")
@@ -152,7 +156,7 @@ def add_run_commands(sub: Any) -> None:
     shm = sub.add_parser("shm", help="shared memory of runs")
     shm_sub = shm.add_subparsers(dest="shm_command", metavar="ACTION", required=True)
     reclaim = shm_sub.add_parser("reclaim", help="unlink /dev/shm segments whose learner is gone (a whole process "
-                                 "tree killed at once); run it where the runs ran: another pid namespace's "
-                                 "live runs look gone from here")
+                                 "tree killed at once); only those made in this pid namespace: the others "
+                                 "are listed, never unlinked")
     reclaim.add_argument("--dry-run", action="store_true", help="list them, unlink nothing")
     reclaim.set_defaults(func=cmd_shm_reclaim)

@@ -5,6 +5,10 @@ Named `multiprocessing.shared_memory` segments live in /dev/shm, so a leak is
 visible to the soak monitor. Both processes use the learner's resource
 tracker (spawn children inherit it), so the collector attaching does not make
 a second owner.
+
+A segment's name carries its creator's pid namespace as well as its pid: a pid means nothing outside
+its namespace, and /dev/shm is often shared across namespaces (a container with the host's IPC but its
+own pids). Only segments made in this process's own namespace are judged gone or alive from here.
 """
 
 from __future__ import annotations
@@ -20,8 +24,26 @@ import numpy as np
 
 SEGMENT_PREFIX = "soaklab"
 SHM_DIR = Path("/dev/shm")
-# What SharedArrays.create names: soaklab-<creating learner's pid>-<token>-<array>.
-SEGMENT_NAME = re.compile(rf"^{SEGMENT_PREFIX}-(\d+)-[0-9a-f]{{8}}-[a-z_]+$")
+UNKNOWN_NAMESPACE = "unknown"
+# What SharedArrays.create names: soaklab-ns<creator's pid namespace>-<creator's pid>-<token>-<array>.
+SEGMENT_NAME = re.compile(rf"^{SEGMENT_PREFIX}-ns(?P<namespace>\d+|{UNKNOWN_NAMESPACE})-(?P<pid>[1-9]\d*)"
+                          r"-[0-9a-f]{8}-[a-z_]+$")
+# The names before they carried a namespace (soaklab-<pid>-<token>-<array>): never judged again.
+LEGACY_NAME = re.compile(rf"^{SEGMENT_PREFIX}-\d+-[0-9a-f]{{8}}-[a-z_]+$")
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace: the inode of /proc/self/ns/pid (what `ls -l` shows as
+    pid:[N]), or "unknown" where it cannot be read; an unknown namespace is never judged."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return UNKNOWN_NAMESPACE
+
+
+def segment_prefix(pid: int, namespace: str | None = None) -> str:
+    """The start of every segment name a learner with this pid (in this namespace, ours by default) makes."""
+    return f"{SEGMENT_PREFIX}-ns{namespace or pid_namespace()}-{pid}-"
 
 
 @dataclass(frozen=True)
@@ -57,7 +79,7 @@ class SharedArrays:
 
     @classmethod
     def create(cls, shapes: dict[str, tuple[tuple[int, ...], str]]) -> SharedArrays:
-        token = f"{SEGMENT_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
+        token = f"{segment_prefix(os.getpid())}{secrets.token_hex(4)}"
         specs = {key: ArraySpec(f"{token}-{key}", tuple(shape), dtype) for key, (shape, dtype) in shapes.items()}
         return cls(specs, create=True)
 
@@ -96,19 +118,43 @@ def leaked_segments(prefix: str = SEGMENT_PREFIX) -> list[str]:
         return []
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` names a process in this pid namespace. A signal 0 asks the kernel in the caller's
+    namespace; /proc (what psutil reads) may be another namespace's mount."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's, but there
+    return True
+
+
 def orphaned_segments(shm_dir: Path = SHM_DIR) -> list[str]:
     """soaklab segments whose creating learner is gone. A learner unlinks its segments on every exit it
     lives through, and its resource tracker after a SIGKILL; only a kill of both (a whole process tree
-    killed at once: a session or a container ended) leaves them. Names of another form are not soaklab's
+    killed at once: a session or a container ended) leaves them. Only segments made in this pid
+    namespace are judged (unjudged_segments lists the others); names of another form are not soaklab's
     to judge and are never listed."""
-    import psutil
-
+    ours = pid_namespace()
+    if ours == UNKNOWN_NAMESPACE:
+        return []
     orphans = []
     for name in sorted(os.listdir(shm_dir)) if shm_dir.is_dir() else []:
         match = SEGMENT_NAME.match(name)
-        if match and not psutil.pid_exists(int(match.group(1))):
+        if match and match["namespace"] == ours and not _alive(int(match["pid"])):
             orphans.append(name)
     return orphans
+
+
+def unjudged_segments(shm_dir: Path = SHM_DIR) -> list[str]:
+    """soaklab segments this process cannot judge: made in another pid namespace (or one unknown), or
+    named before names carried a namespace. Their creator's pid means nothing here, so they are only
+    listed; where they were made, `soaklab shm reclaim` judges them."""
+    ours = pid_namespace()
+    names = sorted(os.listdir(shm_dir)) if shm_dir.is_dir() else []
+    return [name for name in names if LEGACY_NAME.match(name) or (
+        (match := SEGMENT_NAME.match(name)) and (match["namespace"] != ours or ours == UNKNOWN_NAMESPACE))]
 
 
 def reclaim_orphans(shm_dir: Path = SHM_DIR, dry_run: bool = False) -> tuple[list[str], list[str]]:
@@ -128,14 +174,15 @@ def reclaim_orphans(shm_dir: Path = SHM_DIR, dry_run: bool = False) -> tuple[lis
 
 
 def reclaim_at_start() -> str | None:
-    """What every learner does before it creates its own segments: reclaim those of soaklab learners
-    that are gone, by the rule of `soaklab shm reclaim` (reclaim_orphans), so that a run whose whole
-    tree was killed at once (a Slurm cancel, the OOM killer) leaves nothing for good once another run
-    starts on the host. One line saying what was reclaimed, or could not be; None if neither."""
+    """What every learner does before it creates its own segments: reclaim those of soaklab learners of
+    its own pid namespace that are gone, by the rule of `soaklab shm reclaim` (reclaim_orphans), so that
+    a run whose whole tree was killed at once (a Slurm cancel, the OOM killer) leaves nothing for good
+    once another run starts on the host; another namespace's are never touched.
+    One line saying what was reclaimed, or could not be; None if neither."""
     reclaimed, errors = reclaim_orphans()
     if not reclaimed and not errors:
         return None
-    pids = sorted({int(match.group(1)) for name in reclaimed if (match := SEGMENT_NAME.match(name))})
+    pids = sorted({int(match["pid"]) for name in reclaimed if (match := SEGMENT_NAME.match(name))})
     done = (f"reclaimed {len(reclaimed)} segment(s) in {SHM_DIR} of soaklab learners that are gone "
             f"(pid {', '.join(map(str, pids))})" if reclaimed else "")
     failed = (f"could not reclaim {len(errors)} segment(s) of soaklab learners that are gone: {errors[0]}"
