@@ -162,8 +162,11 @@ def keep_interrupted(log_dir: Path, soak: dict[str, Any], config_hash: str, resu
 
 
 def _made_with(kept: Path) -> str | None:
+    record = kept / RUN_CONFIG
+    if record.is_symlink() or not record.is_file():  # never followed; a FIFO would block the read
+        return None
     try:
-        made_with = read_json(kept / RUN_CONFIG).get("config_hash")
+        made_with = read_json(record).get("config_hash")
     except (OSError, ValueError, AttributeError):
         return None
     return made_with if isinstance(made_with, str) else None
