@@ -295,12 +295,17 @@ class Monitor:
                 self.write_errors.append(f"{what}: cannot write {exc.filename or ''}: {exc.strerror or exc}")
                 print(f"soak: error: {self.write_errors[-1]}", file=sys.stderr, flush=True)
         if soak["status"] != "passed" and self.proc is not None:
-            kept = keep_interrupted(request.log_dir, soak, self.resolved.record()["config_hash"])
+            try:
+                kept = keep_interrupted(request.log_dir, soak, self.resolved.record()["config_hash"],
+                                        resumed=self.resumed_at is not None)
+            except OSError as exc:  # the verdict and its evidence are written already; the run stays in place
+                print(f"soak: error: could not keep the interrupted run {request.log_dir}: {exc}", file=sys.stderr,
+                      flush=True)
+                kept = None
             if kept is not None:
-                self.kept_interrupted, replaced = kept
-                print(f"soak: kept the interrupted run in {self.kept_interrupted}"
-                      f"{' (in place of the older run kept there for this config)' if replaced else ''}; "
-                      "the same soak with the same config again resumes it", flush=True)
+                # Only a run the next soak adopts is worth a scheduler's requeue.
+                self.kept_interrupted = kept.path if kept.adoptable else None
+                print(f"soak: {kept.note}", flush=True)
         return soak
 
     def _soak_json(self, duration_s: float, residual: list[dict[str, Any]], monitor_error: str | None
