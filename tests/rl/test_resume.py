@@ -154,6 +154,98 @@ def test_checkpoints_that_cannot_be_read_as_data_are_refused_before_anything_run
     assert not marker.exists()
 
 
+
+def files_of(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def _python_rng_too_short(state: dict) -> None:
+    state["host_rng"]["python"] = (3, (1, 2), None)
+
+
+# Plain data that weights_only loads, of the wrong structure: (file, change, words of the refusal).
+WRONG_STRUCTURE = {
+    "learner_keys": ("learner", lambda s, k: s.clear() or s.update(iteration=k, config_hash="x"),
+                     "the learner file lacks env_steps"),
+    "python_rng": ("learner", lambda s, k: _python_rng_too_short(s), "host_rng: not an RNG state"),
+    "torch_rng": ("learner", lambda s, k: s["host_rng"].update(torch=s["host_rng"]["torch"][:100]),
+                  "host_rng.torch: not a generator state"),
+    "replay": ("learner", lambda s, k: s["replay"].update(rows=s["replay"]["rows"][:, :3]), "replay.rows has shape"),
+    "counters": ("learner", lambda s, k: s.update(env_steps=-5), "env_steps is -5"),
+    "counter_type": ("learner", lambda s, k: s.update(update_count="abc"), "update_count is str, not int"),
+    "agent": ("learner", lambda s, k: s["agent"].update(actor=("code", {})), "agent.actor is not one of"),
+    "collector_keys": ("collector", lambda s, k: s.clear() or s.update(step=k), "the collector file lacks envs"),
+    "published": ("collector", lambda s, k: s.update(published=[(o[:1], c, d) for o, c, d in s["published"]]),
+                  "published[0].obs has shape"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_STRUCTURE))
+def test_checkpoints_of_the_wrong_structure_are_refused_before_anything_starts(pair, tmp_path, cli, case):
+    """Every checkpoint plain data of the wrong structure: one line naming each file and what is wrong,
+    before the event file is carried or a segment recorded."""
+    _, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    kind, change, words = WRONG_STRUCTURE[case]
+    for k in checkpoint_iterations(run_dir):
+        path = (learner_path if kind == "learner" else collector_path)(run_dir, k)
+        state = torch.load(path, weights_only=True)
+        change(state, k)
+        torch.save(state, path)
+    before = files_of(run_dir)
+    result = cli("train", "--resume", run_dir)
+    line = one_line(result.err)
+    assert result.code == 2 and "no readable checkpoint" in line, line
+    assert f"{kind}_40.pt cannot be read ({words}" in line and f"{kind}_20.pt cannot be read ({words}" in line
+    assert files_of(run_dir) == before  # nothing carried, no segment, no summary
+
+
+def test_a_newest_checkpoint_of_the_wrong_structure_falls_back_to_the_one_before(pair, tmp_path):
+    unbroken, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    state = torch.load(learner_path(run_dir, 40), weights_only=True)
+    _python_rng_too_short(state)
+    torch.save(state, learner_path(run_dir, 40))
+    resumed = train(run_dir, resume=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "train: warning: learner_40.pt cannot be read (host_rng: not an RNG state" in resumed.stderr
+    assert "falling back" in resumed.stderr and "at iteration 20" in resumed.stdout
+    assert_same_run(run_dir, unbroken)
+
+
+# segments.json as read_json refuses it, or of the wrong types: (text, words of the refusal).
+BAD_SEGMENTS = {
+    "deep": ('{"segments": ' + "[" * 100 + "]" * 100 + "}", "nested deeper than"),
+    "duplicate": ('{"segments": [], "segments": []}', "key 'segments' appears twice"),
+    "infinity": ('{"segments": [{"start_iteration": 0, "resumed_from_checkpoint": Infinity, "end_iteration": null,'
+                 ' "cause": null}]}', "inf is not of type 'integer', 'null'"),
+    "nan": ('{"segments": [{"start_iteration": NaN, "resumed_from_checkpoint": null, "end_iteration": null,'
+            ' "cause": null}]}', "nan is not of type 'integer'"),
+    "string": ('{"segments": [{"start_iteration": "0", "resumed_from_checkpoint": null, "end_iteration": null,'
+               ' "cause": null}]}', "'0' is not of type 'integer'"),
+    "missing": (None, "missing, and every run writes it when it starts"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SEGMENTS))
+def test_a_segments_file_that_cannot_be_trusted_is_refused_never_replaced(pair, tmp_path, cli, case):
+    """segments.json is the run's history (its kills, its declared gaps): refused in one line before
+    anything is written, never rewritten from nothing."""
+    _, killed = pair
+    run_dir = copy_of(killed, tmp_path)
+    text, words = BAD_SEGMENTS[case]
+    path = run_dir / "segments.json"
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text)
+    before = files_of(run_dir)
+    result = cli("train", "--resume", run_dir)
+    line = one_line(result.err)
+    assert result.code == 2 and f"{path}: " in line and words in line, line
+    assert files_of(run_dir) == before
+
+
 def test_flashsac_on_g1_resumes_bit_for_bit(g1_assets, tmp_path):
     """The project's own task and agent: physics, adaptive sampler, held noise, return scale."""
     args = dict(algo="flashsac", task="g1_motion_tracking", manifest=g1_assets.manifest_path)
@@ -236,24 +328,33 @@ def scalar_records(path: Path) -> list[tuple[int, int, str, int]]:
     return out
 
 
-def test_a_damaged_event_record_is_carried_around_and_declared(pair, tmp_path):
-    """One record's data damaged in the middle of the killed run's event file: the resume keeps every
-    other row, the ones after it included, declares the gap in run_summary.json, and validation
-    fails the same rows missing without the declaration."""
+@pytest.mark.parametrize("damage", ["flipped", "not_an_event"])
+def test_a_damaged_event_record_is_carried_around_and_declared(pair, tmp_path, damage):
+    """One record's data damaged in the middle of the killed run's event file (a flipped bit; or
+    bytes that are no Event under valid CRCs): the resume keeps every other row, the ones after it
+    included, declares the gap in run_summary.json, and validation fails the same rows missing
+    without the declaration."""
+    from soaklab.metrics.events import frame_records
+
     unbroken, killed = pair
     run_dir = copy_of(killed, tmp_path)
     path = event_files(run_dir)[0]
     start, end, tag, step = next(r for r in scalar_records(path) if r[2] == "Perf/total_fps" and r[3] == 20)
     data = bytearray(path.read_bytes())
-    data[end - 6] ^= 0xFF  # a flipped bit in the data: its CRC fails, its length still holds
+    if damage == "flipped":
+        data[end - 6] ^= 0xFF  # a flipped bit in the data: its CRC fails, its length still holds
+        words = "corrupted event record data"
+    else:  # as long as the record it replaces, so the byte range is the same
+        data[start:end] = frame_records([b"\xff" * (end - start - 16)])
+        words = "event record data that is not an Event"
     path.write_bytes(bytes(data))
 
-    # Killed before the carried file is renamed into place: the damaged original is still whole.
-    stopped = train(run_dir, resume=True, fault=f"kill_carry_tmp@{RESUME_AT}")
-    assert stopped.returncode == -signal.SIGKILL and path.read_bytes() == bytes(data)
+    if damage == "flipped":  # killed before the carried file is renamed into place: the damaged original is whole
+        stopped = train(run_dir, resume=True, fault=f"kill_carry_tmp@{RESUME_AT}")
+        assert stopped.returncode == -signal.SIGKILL and path.read_bytes() == bytes(data)
     resumed = train(run_dir, resume=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"corrupted event record data at bytes {start}..{end}" in resumed.stderr
+    assert f"{words} at bytes {start}..{end}" in resumed.stderr
     summary = json.loads((run_dir / "run_summary.json").read_text())
     [gap] = summary["event_gaps"]
     assert (gap["file"], gap["byte_start"], gap["byte_end"]) == (path.name, start, end)

@@ -149,14 +149,16 @@ def plan_carry(path: Path, before_step: int) -> CarryPlan:
     """Read every record of `path` that can be read. A record whose data fails its CRC is skipped
     (its length is sound, so the walk goes on right after it), and so is a cut last record; where
     either could hide rows before `before_step` it is a gap: its byte range, the steps it lies
-    between and the rows of every per-iteration series missing there. A length that fails its CRC
-    is refused (InvalidInput naming the byte offset): nothing after it can be found without guessing."""
-    from tensorboard.compat.proto.event_pb2 import Event
+    between and the rows of every per-iteration series missing there. A record whose CRCs hold but
+    whose data does not parse as an Event is such damage too. A length that fails its CRC is refused
+    (InvalidInput naming the byte offset): nothing after it can be found without guessing."""
     from tensorboard.summary.writer.record_writer import masked_crc32c
 
     walked: list[tuple[Record | Damage, Any]] = []
     for item in _records(path.read_bytes(), path, masked_crc32c):
-        event = Event.FromString(item.body) if isinstance(item, Record) else None
+        event = parse_event(item.body) if isinstance(item, Record) else None
+        if isinstance(item, Record) and event is None:  # its CRCs hold, its bytes are no Event: damage all the same
+            item = Damage(item.start, item.start + 16 + len(item.body), False, "event record data that is not an Event")
         walked.append((item, None if event is not None and event.HasField("file_version") else event))
     keep = [(r, e) for r, e in walked if isinstance(r, Record) and e is not None and e.step < before_step]
     rows = _rows([e for _, e in keep])
@@ -173,6 +175,18 @@ def plan_carry(path: Path, before_step: int) -> CarryPlan:
         gaps.append({"file": path.name, "byte_start": item.start, "byte_end": item.end, "damage": item.words,
                      "steps": [lo, hi], "missing_rows": _missing(rows, lo, hi)})
     return CarryPlan(path, before_step, tuple(r.body for r, _ in keep), tuple(gaps))
+
+
+def parse_event(body: bytes) -> Any:
+    """A record's body as a TensorBoard Event, or None where its bytes do not parse as one (a record
+    whose CRCs hold can still be anything: they guard against damage, not against a writer)."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    try:
+        return Event.FromString(body)
+    except DecodeError:
+        return None
 
 
 def _rows(events: list[Any]) -> dict[str, set[int]]:

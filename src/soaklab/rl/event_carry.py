@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soaklab.errors import InvalidInput
-from soaklab.metrics.events import CarryPlan, frame_records, plan_carry, record_bodies
+from soaklab.metrics.events import CarryPlan, frame_records, parse_event, plan_carry, record_bodies
 
 EVENTS_GLOB = "events.out.tfevents.*"
 CARRY_TMP = "events.carry.tmp"  # outside EVENTS_GLOB: no reader takes it for the run's event file
@@ -38,13 +38,17 @@ class Carry:
 
 
 def _events(path: Path) -> list[object]:
-    """The file's events without their wall times: a carry by an earlier soaklab stamped them anew."""
-    from tensorboard.compat.proto.event_pb2 import Event
-
-    events = [Event.FromString(b) for b in record_bodies(path, upto_damage=True)]
-    for event in events:
-        event.ClearField("wall_time")
-    return [e for e in events if not e.HasField("file_version")]
+    """The file's events without their wall times: a carry by an earlier soaklab stamped them anew. A
+    body that is no Event stays its bytes: it equals only itself."""
+    out: list[object] = []
+    for body in record_bodies(path, upto_damage=True):
+        event = parse_event(body)
+        if event is None:
+            out.append(body)
+        elif not event.HasField("file_version"):
+            event.ClearField("wall_time")
+            out.append(event)
+    return out
 
 
 def _leftover(a: Path, b: Path) -> Path | None:

@@ -35,6 +35,8 @@ import torch
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
 from soaklab.files.jsonfiles import read_json, write_json_atomic
+from soaklab.rl.checkpoint_structure import Expected, check_collector, check_learner
+from soaklab.schemas import part_errors
 
 KEEP = 2
 SEGMENTS = "segments.json"
@@ -141,10 +143,11 @@ class Checkpoint:
     notes: tuple[str, ...]  # what was skipped on the way (a damaged newer checkpoint)
 
 
-def newest_readable(run_dir: Path) -> tuple[Checkpoint | None, tuple[str, ...]]:
+def newest_readable(run_dir: Path, expected: Expected) -> tuple[Checkpoint | None, tuple[str, ...]]:
     """The newest readable checkpoint, and what was skipped on the way: a damaged, incomplete or not
-    plain-data newer one is named in its `notes` (all of them, when none is readable). Both files of
-    a checkpoint are loaded as data here (load_weights), before anything is spawned: a crafted
+    plain-data newer one, or one whose structure is not what this run holds (checkpoint_structure),
+    is named in its `notes` (all of them, when none is readable). Both files of a checkpoint are
+    loaded as data and checked here (load_weights), before anything is spawned or written: a crafted
     collector file is refused here, not in the collector, which loads its file again the same way."""
     notes: list[str] = []
     for k in reversed(checkpoint_iterations(run_dir)):
@@ -152,14 +155,11 @@ def newest_readable(run_dir: Path) -> tuple[Checkpoint | None, tuple[str, ...]]:
         failing = path
         try:
             learner = load_weights(path)
-            if not isinstance(learner, dict) or learner.get("iteration") != k:
-                raise ValueError("not a learner checkpoint of this iteration")
+            check_learner(learner, k, expected)
             failing = collector
             if not collector.is_file():
                 raise ValueError("missing")
-            state = load_weights(collector)
-            if not isinstance(state, dict) or state.get("step") != k:
-                raise ValueError("not a collector checkpoint of this iteration")
+            check_collector(load_weights(collector), k, expected)
         except Exception as exc:  # any unreadable file: fall back, and say so
             why = " ".join(str(exc).removeprefix(f"{failing}: ").split())  # load_weights names the file: said once
             notes.append(f"{failing.name} cannot be read ({why[:240]}); falling back to the one before it")
@@ -168,8 +168,9 @@ def newest_readable(run_dir: Path) -> tuple[Checkpoint | None, tuple[str, ...]]:
     return None, tuple(notes)
 
 
-def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
+def check_resumable(run_dir: Path, expected: Expected) -> Checkpoint:
     """What `soaklab train --resume RUN_DIR` continues from, or one line on why it cannot."""
+    config_hash = expected.config_hash
     summary = run_dir / "run_summary.json"
     if summary.is_file():
         try:
@@ -178,7 +179,7 @@ def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
             status = None
         if status == "completed":
             raise InvalidInput(f"--resume {run_dir}: the run completed; there is nothing to resume")
-    found, skipped = newest_readable(run_dir)
+    found, skipped = newest_readable(run_dir, expected)
     if found is None:
         unread = "; ".join(note.removesuffix("; falling back to the one before it") for note in skipped)
         raise InvalidInput(f"--resume {run_dir}: no readable checkpoint in {resume_dir(run_dir)} "
@@ -191,11 +192,26 @@ def check_resumable(run_dir: Path, config_hash: str) -> Checkpoint:
 
 
 # -- segments --------------------------------------------------------------------------------------------
-def read_segments(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        return list(read_json(run_dir / SEGMENTS)["segments"])
-    except (OSError, ValueError, KeyError, TypeError):
+def read_segments(run_dir: Path, required: bool = False) -> list[dict[str, Any]]:
+    """The run's segments so far, checked: segments.json is the run's history (its kills, its declared
+    event gaps), so a file that is refused by read_json or breaks run_summary.json's segment schema
+    (a NaN, a string for an iteration) is refused in one line (InvalidInput), never replaced. Missing
+    it is only for a new run: every run writes it when it starts (`required` for a resume)."""
+    path = run_dir / SEGMENTS
+    if not path.exists() and not required:
         return []
+    fix = "restore it from a copy of the run dir; it holds the run's segments and declared event gaps"
+    try:
+        payload = read_json(path)
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: missing, and every run writes it when it starts; {fix}") from None
+    except (OSError, ValueError) as exc:
+        why = " ".join(str(exc).removeprefix(f"{path}: ").split())  # read_json names the file: said once
+        raise InvalidInput(f"{path}: unreadable ({why}); {fix}") from None
+    errors = part_errors("run_summary", "segments", payload)
+    if errors:
+        raise InvalidInput(f"{path}: not a segment history soaklab wrote ({errors[0]}); {fix}")
+    return list(payload["segments"])
 
 
 def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None,

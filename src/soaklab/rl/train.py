@@ -20,6 +20,7 @@ from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
 
 if TYPE_CHECKING:
+    from soaklab.rl.checkpoint_structure import Expected
     from soaklab.rl.event_carry import Carry
     from soaklab.rl.ranks import RankContext
     from soaklab.rl.resume import Checkpoint
@@ -65,16 +66,29 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, Resolved
     """The interrupted run dir to continue, its newest readable checkpoint and what its event file
     carries, checked before anything starts; the dir is claimed as a new run's would be."""
     from soaklab.rl.event_carry import prepare
-    from soaklab.rl.resume import check_resumable
+    from soaklab.rl.resume import check_resumable, read_segments
 
     if resolved.ranks.parallel:
         raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank runs for now "
                            f"(this one has {resolved.ranks.world_size} ranks)")
     # The recorded config as it is (its log_dir included): a run dir moved elsewhere still resumes.
-    found = check_resumable(run_dir, resolved.record()["config_hash"])
+    found = check_resumable(run_dir, expected_checkpoint(resolved))
+    read_segments(run_dir, required=True)  # the history this resume extends: refused, never replaced
     carry = prepare(run_dir, found.iteration)
     claim(run_dir)
     return run_dir, resolved, found, carry
+
+
+def expected_checkpoint(resolved: ResolvedRun) -> Expected:
+    """What a checkpoint of this (one-rank) run holds, as its config tells (soaklab.rl.checkpoint_structure)."""
+    from soaklab.rl.checkpoint_structure import Expected
+
+    layout, algo = resolved.layout, resolved.run.algo
+    return Expected(config_hash=resolved.record()["config_hash"], learner_device=resolved.devices.learner,
+                    num_envs=algo.num_envs, replay_capacity=algo.replay_buffer_size, row_width=layout.row_width,
+                    metrics=layout.shapes()["metrics"][0][0], terms=len(resolved.collector_metrics),
+                    obs_dim=layout.obs_dim, critic_dim=layout.critic_dim,
+                    groups=tuple(b - a for a, b in layout.group_bounds))
 
 
 def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict[str, Any]]:

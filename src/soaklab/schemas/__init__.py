@@ -35,7 +35,19 @@ def load_schema(name: str) -> dict[str, Any]:
 
 def schema_errors(name: str, payload: Any) -> list[str]:
     """Every violation of schema `name`, as 'path: message' lines (empty when valid)."""
-    validator = jsonschema.Draft202012Validator(load_schema(name))
+    return errors_against(load_schema(name), payload)
+
+
+def part_errors(name: str, key: str, payload: Any) -> list[str]:
+    """Every violation of schema `name`'s property `key` by `{key: ...}` (a file that holds one part
+    of an artifact, its $defs resolved), as schema_errors gives them."""
+    schema = load_schema(name)
+    return errors_against({"$defs": schema.get("$defs", {}), "type": "object", "required": [key],
+                           "properties": {key: schema["properties"][key]}}, payload)
+
+
+def errors_against(schema: dict[str, Any], payload: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
     return [
         f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
         for err in sorted(validator.iter_errors(payload), key=lambda e: list(e.absolute_path))
