@@ -89,7 +89,7 @@ RUN = ("--algo", "flashsac", "--task", "g1_motion_tracking")
 
 def resolve(cli, tmp_path, sim, *overrides, host, env=None):
     out = tmp_path / "run_config.json"
-    return cli("config", "resolve", *RUN, "--sim", sim, "algo.replay_buffer_size=1000", *overrides,
+    return cli("config", "resolve", *RUN, "--sim", sim, "algo.replay_buffer_size=2048", *overrides,
                "--out", out, host=host, env=env), out
 
 
