@@ -148,9 +148,3 @@ def test_mjwarp_owner_on_a_cpu_host_fails_closed(cli, tmp_path):
     result, out = resolve(cli, tmp_path, "mjwarp", host=CPU_HOST)
     assert result.code == 2
     assert "training.device='cuda' (str): this host has no CUDA device" in one_line(result.err)
-
-
-def test_bad_simulated_host_is_one_line(cli, tmp_path):
-    result, out = resolve(cli, tmp_path, "mujoco", host='{"gpus": 1}')
-    assert result.code == 2
-    assert "SOAKLAB_HOST_CAPABILITIES" in one_line(result.err)
