@@ -1,5 +1,6 @@
 """A benchmark given a failed run reports its cause in one line and exits 1, never a traceback
-(soaklab.bench.finished), on a real run that failed at its first iteration."""
+(soaklab.bench.finished), on a real run that failed at its first iteration; one given a run summary
+soaklab never wrote refuses it in one line and exits 2."""
 
 from __future__ import annotations
 
@@ -32,4 +33,25 @@ def test_a_failed_run_is_reported_with_its_cause(start_train, tmp_path):
         assert done.returncode == 1, done.stderr
         assert "injected learner fault at iteration 0" in one_line(done.stderr)
     assert not (tmp_path / "cost.json").exists() and not (tmp_path / "phases.json").exists()
+
+
+# A run_summary.json soaklab never wrote: a key twice (a parser keeps the later "completed"), and one
+# nested past MAX_JSON_DEPTH (json's recursion would end in a traceback).
+DUPLICATE = '{"status": "failed", "completed_iterations": 3, "status": "completed"}'
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(("text", "named"), [(DUPLICATE, "key 'status' appears twice"),
+                                             (DEEP, "nested deeper than 64 levels")])
+def test_a_summary_soaklab_never_wrote_is_refused_in_one_line(tmp_path, text, named):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run_summary.json").write_text(text)
+    with pytest.raises(RunFailed, match=named):
+        completed_summary(run_dir)
+    done = bench("checkpoint_cost", run_dir, "--out", tmp_path / "cost.json")
+    assert done.returncode == 2, done.stderr
+    line = one_line(done.stderr)
+    assert line.startswith(f"checkpoint_cost: {run_dir / 'run_summary.json'}: ") and named in line
+    assert not (tmp_path / "cost.json").exists()
 

@@ -101,7 +101,7 @@ def test_an_input_of_another_kind_is_named(tmp_path) -> None:
     assert f"--mjlab {phases}: kind None, expected 'mjlab_ppo'" in one_line(result.stderr)
     flashsac.write_text("{")
     result = join(tmp_path, mjlab, log, flashsac, phases, ceiling)
-    assert result.returncode == 2 and f"--flashsac {flashsac}: cannot read it as JSON" in one_line(result.stderr)
+    assert result.returncode == 2 and f"--flashsac {flashsac}: not JSON (" in one_line(result.stderr)
     assert not (tmp_path / "sbs.json").exists()
 
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from soaklab.gpu.nvidia import GpuMemory, host_gpus, visible_indices
+from tests.conftest import one_line
 
 H200 = [GpuMemory(f"GPU-{c}{c}{c}-0000", "NVIDIA H200", 100, 200) for c in "abcd"]
 
@@ -38,6 +39,30 @@ def test_unsure_mappings_are_refused(monkeypatch):
     assert visible_indices(None, mixed) is None
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     assert visible_indices(None, mixed) == [0, 1]
+
+
+@pytest.mark.parametrize(("description", "named"), [
+    ('{"gpus": 1}', "unknown field 'gpus'"),
+    ('{"shm_free_bytes": Infinity}', "shm_free_bytes=inf (float): must be a whole number >= 0"),
+    ('{"cuda_device_count": 1, "cuda_free_bytes": [1e400]}', "cuda_free_bytes[0]=inf (float)"),
+    ('{"mem_available_bytes": NaN}', "mem_available_bytes=nan (float)"),
+    ('{"cuda_device_count": true}', "cuda_device_count=true (bool)"),
+    ('{"cuda_device_count": -3}', "cuda_device_count=-3: must be a whole number >= 0"),
+    ('{"cpu_ids": [0, 1.5]}', "cpu_ids[1]=1.5 (float)"),
+    ('{"rocm": 1}', "rocm=1: must be true or false"),
+    ('{"cuda_device_count": 2, "cuda_free_bytes": [1]}', "cuda_free_bytes lists 1 devices, cuda_device_count=2"),
+    ('{"cuda_device_count": 1, "current_cuda_device": 1}', "current_cuda_device=1: must be below"),
+])
+def test_a_bad_simulated_host_is_refused_in_one_line(cli, tmp_path, description, named):
+    """SOAKLAB_HOST_CAPABILITIES is input from outside: each field of its kind (whole numbers >= 0,
+    flags), or exit 2 naming the field, before anything is resolved or written."""
+    out = tmp_path / "run_config.json"
+    result = cli("config", "resolve", "--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco",
+                 "--out", out, host=description)
+    assert result.code == 2, result.err
+    line = one_line(result.err)
+    assert "SOAKLAB_HOST_CAPABILITIES: invalid host description" in line and named in line
+    assert not out.exists()
 
 
 PROBE = """

@@ -37,7 +37,7 @@ def test_the_record_follows_the_resolved_run_config(cli, tmp_path):
     """The mps_start rule reads the resolved run: a cpu run is "not requested"; an edited record is refused."""
     run_config = tmp_path / "rc.json"
     ok = cli("config", "resolve", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco",
-             "algo.replay_buffer_size=100", "--out", run_config, host=CPU_HOST)
+             "algo.replay_buffer_size=2048", "--out", run_config, host=CPU_HOST)
     assert ok.code == 0, ok.err
     out = tmp_path / "mps.json"
     result = cli("mps", "ensure", "--run-config", run_config, "--out", out)

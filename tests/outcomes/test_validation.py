@@ -171,22 +171,41 @@ def test_an_event_file_of_another_run_fails_its_identity(cli, copy, tmp_path):
 
 
 def test_rows_missing_from_a_per_iteration_series_fail_unless_declared(cli, copy, tmp_path):
-    """Records of Perf/total_fps cut out of the event file (framing intact, so metrics reads it): no
-    gap declared in run_summary.json, so the required-tags row fails and names the steps."""
+    """Records cut out of the event file (framing intact, so metrics reads it): rows of Perf/total_fps
+    in the middle, Perf/learner_update_ms's first row and Perf/iteration_ms's last three (a series
+    judged only between its own first and last row would pass those two). Every iteration the run
+    completed (run_summary.json) must have its row; none is declared, so the required-tags row fails
+    and names the steps, with or without --metrics (then from the run dir's own event file)."""
     from tensorboard.compat.proto.event_pb2 import Event
 
     from soaklab.metrics.events import frame_records, record_bodies
+    from soaklab.outcomes.validation import undeclared_gaps
 
     event_file = next((copy / "run").glob("events.out.tfevents.*"))
+    summary = json.loads((copy / "run" / "run_summary.json").read_text())
+    last = summary["completed_iterations"] - 1
+    assert last >= 20
 
     def cut(body: bytes) -> bool:
         event = Event.FromString(body)
-        return 10 <= event.step <= 12 and any(v.tag == "Perf/total_fps" for v in event.summary.value)
+        tags = {v.tag for v in event.summary.value}
+        return ((10 <= event.step <= 12 and "Perf/total_fps" in tags)
+                or (event.step == 0 and "Perf/learner_update_ms" in tags)
+                or (event.step >= last - 2 and "Perf/iteration_ms" in tags))
 
     event_file.write_bytes(frame_records(b for b in record_bodies(event_file) if not cut(b)))
+    expected = [f"Perf/iteration_ms: 3 steps missing ({last - 2}..{last}), no gap declared",
+                "Perf/learner_update_ms: 1 steps missing (0..0), no gap declared",
+                "Perf/total_fps: 3 steps missing (10..12), no gap declared"]
     assert cli("metrics", copy / "run", "--out", copy / "metrics.json").code == 0
-    out = tmp_path / "v.json"
-    assert validate(cli, copy, out).code == 1
-    [row] = [c for c in json.loads(out.read_text())["checks"] if not c["passed"]]
-    assert row["name"] == "metrics: missing required tags"
-    assert row["actual"] == ["Perf/total_fps: 3 steps missing (10..12), no gap declared"]
+    for with_metrics in (True, False):
+        out = tmp_path / f"v-{with_metrics}.json"
+        result = (validate(cli, copy, out) if with_metrics else
+                  cli("validate", "--soak", copy / "soak.json", "--run-dir", copy / "run", "--out", out))
+        assert result.code == 1, result.err
+        [row] = [c for c in json.loads(out.read_text())["checks"] if not c["passed"]]
+        assert row["name"] == "metrics: missing required tags"
+        assert row["actual"] == expected
+    # Declared gaps (a resume's event_gaps) cover their steps, at the ends as in the middle.
+    declared = [{"steps": [0, 0]}, {"steps": [10, 12]}, {"steps": [last - 2, last]}]
+    assert undeclared_gaps(copy / "run", event_file.name, {**summary, "event_gaps": declared}) == []

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,24 @@ def test_a_failed_run_is_evaluated_but_never_as_a_finished_policy(cli, tmp_path,
     assert record["clips"]["largebox"]["episodes"] == 2  # judged all the same
     assert result.out.startswith("evaluate: NOT A FINISHED POLICY (run status failed: learner_failure: ")
     assert "NOT A FINISHED POLICY (run status failed" in page.read_text()
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ('{"status": "failed", "completed_iterations": 6, "status": "completed"}', "key 'status' appears twice"),
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels")])
+def test_a_summary_soaklab_never_wrote_is_refused(cli, tmp_path, g1_failed_run, text, named):
+    """A run_summary.json whose parsed status is the parser's choice (a key twice: plain json keeps the
+    later "completed"), or one nested past any run summary's depth, is refused in one line (exit 2)
+    before any episode, never judged as a finished policy."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(g1_failed_run, run_dir)
+    (run_dir / "run_summary.json").write_text(text)
+    out = tmp_path / "evaluation.json"
+    result = cli("evaluate", run_dir, "--episodes", "2", "--out", out)
+    assert result.code == 2, result.err
+    line = one_line(result.err)
+    assert f"{run_dir / 'run_summary.json'}: " in line and named in line
+    assert not out.exists()
 
 
 def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run):

@@ -4,14 +4,21 @@ instead of reading on into a traceback (docs/learning.md, "Benchmarks of a run")
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import JSONRefused, read_json
+
 
 class RunFailed(Exception):
     """The run dir holds no completed run; the message says why, in one line."""
+
+
+class SummaryRefused(RunFailed, InvalidInput):
+    """The run's run_summary.json refused as JSON (a key twice, too deep, too large, not JSON): bad
+    input, so the benchmark exits 2, not 1."""
 
 
 def completed_summary(run_dir: Path) -> dict[str, Any]:
@@ -22,8 +29,10 @@ def completed_summary(run_dir: Path) -> dict[str, Any]:
         raise RunFailed(f"{run_dir}: no run_summary.json; the trainer ended before writing its summary "
                         "(see its console log)")
     try:
-        summary = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        summary = read_json(path)
+    except JSONRefused as exc:  # a key twice, too deep, too large: bad input, never read on
+        raise SummaryRefused(str(exc)) from None
+    except OSError as exc:
         raise RunFailed(f"{path}: unreadable ({exc})") from None
     if not isinstance(summary, dict):
         raise RunFailed(f"{path}: not a run summary (a JSON object)")
@@ -35,6 +44,7 @@ def completed_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def report(prog: str, exc: Exception, log: Path | None = None) -> int:
-    """Print the failure (and where the trainer's output went) on stderr; the benchmark's exit code."""
+    """Print the failure (and where the trainer's output went) on stderr; the benchmark's exit code:
+    2 for a refused input, 1 for a run that failed."""
     print(f"{prog}: {exc}{f'; the trainer output is in {log}' if log is not None else ''}", file=sys.stderr)
-    return 1
+    return SummaryRefused.exit_code if isinstance(exc, SummaryRefused) else 1

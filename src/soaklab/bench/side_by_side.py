@@ -19,7 +19,6 @@ are in the table for that reason.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any, TypeVar
 
 from soaklab.bench.mjlab_ppo import TIMEOUT_SHARE_TARGET, read_log, summarise
 from soaklab.errors import InvalidInput
-from soaklab.files.jsonfiles import read_json, write_json_atomic
+from soaklab.files.jsonfiles import JSONRefused, read_json, write_json_atomic
 from soaklab.host.info import git_state
 
 T = TypeVar("T")
@@ -36,8 +35,10 @@ T = TypeVar("T")
 def load(path: Path, option: str, kind: str | None) -> dict[str, Any]:
     try:
         payload = read_json(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"{option} {path}: cannot read it as JSON ({exc.__class__.__name__})") from exc
+    except JSONRefused as exc:  # its line names the file and what is wrong; this one names the flag too
+        raise InvalidInput(f"{option} {exc}") from None
+    except OSError as exc:
+        raise InvalidInput(f"{option} {path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if not isinstance(payload, dict) or (kind is not None and payload.get("kind") != kind):
         found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
         raise InvalidInput(f"{option} {path}: kind {found!r}, expected {kind!r}")

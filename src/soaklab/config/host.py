@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import fields
+from typing import Any
 
 from soaklab.contract.devices import ALLOW_CPU_CARRIER_ENV, HostCapabilities
-from soaklab.errors import InvalidInput
+from soaklab.errors import InvalidInput, format_value
 from soaklab.files.jsonfiles import loads_checked
 
 HOST_CAPABILITIES_ENV = "SOAKLAB_HOST_CAPABILITIES"
@@ -63,6 +64,38 @@ def probe_host(cuda_context: bool = True) -> HostCapabilities:
     )
 
 
+# The described host's fields by kind: whole numbers that count or measure (never negative, never a
+# float: JSON's 1e400 and Infinity parse as float inf), lists of them, and yes/no flags.
+_COUNTS = ("cuda_device_count", "current_cuda_device", "shm_free_bytes", "mem_available_bytes")
+_COUNT_LISTS = ("cuda_free_bytes", "cpu_ids")
+_FLAGS = ("apple_mps", "rocm")
+
+
+def _count(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key}={format_value(value)}: must be a whole number >= 0")
+    return value
+
+
+def _checked(values: dict[str, Any]) -> dict[str, Any]:
+    """The described fields, each of its kind (ValueError naming the first that is not)."""
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in _COUNTS:
+            checked[key] = _count(key, value)
+        elif key in _COUNT_LISTS:
+            if not isinstance(value, list):
+                raise ValueError(f"{key}={format_value(value)}: must be a list of whole numbers >= 0")
+            checked[key] = tuple(_count(f"{key}[{i}]", v) for i, v in enumerate(value))
+        elif key in _FLAGS:
+            if not isinstance(value, bool):
+                raise ValueError(f"{key}={format_value(value)}: must be true or false")
+            checked[key] = value
+        else:  # `source`: what the record says, always "simulated" here
+            checked[key] = value
+    return checked
+
+
 def simulated_host(text: str) -> HostCapabilities:
     """Build host capabilities from JSON; unspecified memory figures are probed."""
     try:
@@ -73,13 +106,17 @@ def simulated_host(text: str) -> HostCapabilities:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        for key in ("cuda_free_bytes", "cpu_ids"):
-            if key in values:
-                values[key] = tuple(int(v) for v in values[key])
+        values = _checked(values)
+        count = values.get("cuda_device_count", 0)
+        if "cuda_free_bytes" in values and len(values["cuda_free_bytes"]) != count:
+            raise ValueError(f"cuda_free_bytes lists {len(values['cuda_free_bytes'])} devices, "
+                             f"cuda_device_count={count}: one entry per device")
+        if values.get("current_cuda_device", 0) >= max(count, 1):
+            raise ValueError(f"current_cuda_device={values['current_cuda_device']}: must be below "
+                             f"cuda_device_count={count}")
         shm_free, mem_available = _probe_memory()
         values.setdefault("shm_free_bytes", shm_free)
         values.setdefault("mem_available_bytes", mem_available)
-        count = values.get("cuda_device_count", 0)
         values.setdefault("cuda_free_bytes", tuple([80 << 30] * count))
         values["source"] = "simulated"
         return HostCapabilities(**values)

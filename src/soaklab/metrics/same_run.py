@@ -1,13 +1,20 @@
 """Whether two run dirs hold the same run, bit for bit: every `Train/` and `Loss/` series, step for
 step, and the final weights. A resumed run is judged against the unbroken one this way
-(docs/runtime.md, "Resuming a run")."""
+(docs/runtime.md, "Resuming a run").
+
+`python -m soaklab.metrics.same_run RUN_A RUN_B` prints `same` (exit 0) or the first difference
+(exit 1); a run dir it cannot read (no or two event files, no final checkpoint, not plain data) is
+refused in one line (exit 2)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
 from soaklab.metrics.events import event_file, read_scalars
 
@@ -40,3 +47,22 @@ def first_difference(a: Path, b: Path) -> str | None:
         return f"final weights hold other tensors: {sorted(set(wa) ^ set(wb))}"
     differing = [k for k in wb if not torch.equal(wa[k], wb[k])]
     return f"final weights differ in {differing[:3]}" if differing else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m soaklab.metrics.same_run",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("run_a", type=Path)
+    parser.add_argument("run_b", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        difference = first_difference(args.run_a, args.run_b)
+    except InvalidInput as exc:
+        print(f"same_run: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print("same" if difference is None else f"{args.run_a} and {args.run_b} differ: {difference}")
+    return 0 if difference is None else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,14 +13,15 @@ from typing import Any
 from soaklab.config.run_config import config_hash, recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
-from soaklab.metrics.events import read_events
-from soaklab.metrics.events import undeclared_gaps as undeclared
+from soaklab.metrics.events import PER_ITERATION, read_events
 from soaklab.metrics.extract import REQUIRED_TAGS
 from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.schemas import load_artifact, validate_artifact
 from soaklab.soak.criteria import Check, monitor_checks, rank_checks, run_summary_checks
 
 VALIDATION_SCHEMA_VERSION = 1
+# The required series logged at every iteration: one absent altogether misses every row.
+PER_ITERATION_REQUIRED = frozenset(t for t in REQUIRED_TAGS if t.startswith(PER_ITERATION))
 
 
 def _load(name: str, path: Path) -> Any:
@@ -45,12 +46,35 @@ def consistency_checks(soak: dict[str, Any], summary: dict[str, Any], run_config
 
 def undeclared_gaps(run_dir: Path, event_file: str, summary: dict[str, Any]) -> list[str]:
     """Per-iteration rows missing from the run's event file that run_summary.json does not declare
-    (a resume that could not carry damaged records declares them: docs/runtime.md, "Resuming a run")."""
+    (a resume that could not carry damaged records declares them: docs/runtime.md, "Resuming a run").
+
+    Every iteration the run completed, 0..completed_iterations-1 (run_summary.json), must have its row
+    in each Perf/ series: a series judged only between its own first and last row would pass a file
+    whose first or last rows are gone (cut at the end, or a head lost)."""
     path = run_dir / Path(event_file).name
     if not path.is_file():  # "read this run dir's own event file" fails instead
         return []
     frame, _ = read_events(path)
-    return undeclared(frame, summary.get("event_gaps") or [])
+    covered = {s for gap in summary.get("event_gaps") or []
+               for s in range(int(gap["steps"][0]), int(gap["steps"][1]) + 1)}
+    expected = range(int(summary["completed_iterations"]))
+    rows = {str(tag): set(steps.tolist()) for tag, steps in frame.groupby("tag")["step"]}
+    lines = []
+    for tag in sorted({t for t in rows if t.startswith(PER_ITERATION)} | PER_ITERATION_REQUIRED):
+        have = rows.get(tag, set())
+        missing = [s for s in expected if s not in have and s not in covered]
+        if missing:
+            lines.append(f"{tag}: {len(missing)} steps missing ({missing[0]}..{missing[-1]}), no gap declared")
+    return lines
+
+
+def event_file_checks(run_dir: Path, summary: dict[str, Any]) -> list[Check]:
+    """Without --metrics: the same required-rows row, read from the run dir's own event file, so that a
+    truncated or cut file never passes for want of a metrics JSON."""
+    files = sorted(p.name for p in run_dir.glob("events.out.tfevents.*"))
+    found = undeclared_gaps(run_dir, files[0], summary) if len(files) == 1 else [
+        f"{len(files)} event files in {run_dir} ({', '.join(files) or 'none'}); a run writes one"]
+    return [Check("metrics: missing required tags", [], found)]
 
 
 def metrics_checks(metrics: dict[str, Any], run_dir: Path, run_config: dict[str, Any],
@@ -88,8 +112,8 @@ def validate_soak(soak_path: Path, run_dir: Path, metrics_path: Path | None, run
     checks += run_summary_checks(summary, run.algo.num_envs)
     checks += rank_checks(summary, run_config)
     checks += consistency_checks(soak, summary, run_config, run_dir)
-    if metrics is not None:
-        checks += metrics_checks(metrics, run_dir, run_config, summary)
+    checks += (metrics_checks(metrics, run_dir, run_config, summary) if metrics is not None
+               else event_file_checks(run_dir, summary))
     passed = sum(c.passed for c in checks)
     report = {"schema_version": VALIDATION_SCHEMA_VERSION, "status": "passed" if passed == len(checks) else "failed",
               "artifacts": artifacts, "passed": passed, "failed": len(checks) - passed,

@@ -162,6 +162,7 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
 
     episodes = DEFAULT_EPISODES[sim_device(sim)] if episodes is None else episodes
     check_request(trained, sim, episodes)
+    status = trained.status  # read first: a refused run_summary.json stops it before any episode
     clips = clips_of(trained)
     if clip is not None and clip not in clips:
         raise InvalidInput(f"--clip {clip}: the run tracks {', '.join(clips)}; give one of them")
@@ -173,7 +174,6 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
             figures, diff = run_episodes(trained, sim, episodes, path, policy)
             results[label], worst = asdict(figures), max(worst, diff)
     trained_on = trained.run.training.sim_backend
-    status = trained.status
     return {
         "kind": "evaluation",
         # An interrupted or failed run may be judged, but never as if it were a finished policy.

@@ -19,6 +19,7 @@ from soaklab.config.run_config import recorded_run
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
+from soaklab.files.jsonfiles import read_json
 from soaklab.files.rundir import RUN_CONFIG
 
 FINAL_CHECKPOINT = "model_final.pt"
@@ -43,9 +44,9 @@ def run_status(run_dir: Path) -> RunStatus:
     path = run_dir / RUN_SUMMARY
     if not path.is_file():
         return RunStatus("unknown", f"no {RUN_SUMMARY}: the run is still going, or was killed before writing it")
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    try:  # a key twice, too deep, too large: refused (exit 2), never judged by the copy a parser keeps
+        summary = read_json(path)
+    except OSError as exc:
         return RunStatus("unknown", f"{RUN_SUMMARY} unreadable ({exc})")
     if not isinstance(summary, dict) or not isinstance(summary.get("status"), str):
         return RunStatus("unknown", f"{RUN_SUMMARY} holds no status")
