@@ -206,21 +206,6 @@ def _missing(rows: dict[str, set[int]], lo: int, hi: int) -> dict[str, list[int]
             and (missing := [s for s in range(max(lo, min(steps)), hi + 1) if s not in steps])}
 
 
-def undeclared_gaps(frame: pd.DataFrame, declared: list[dict[str, Any]]) -> list[str]:
-    """Rows missing from the per-iteration series between their first and last step that no declared
-    gap (run_summary.json's event_gaps) covers, one line per series: what `soaklab validate` fails."""
-    covered = {s for gap in declared for s in range(int(gap["steps"][0]), int(gap["steps"][1]) + 1)}
-    lines = []
-    for tag, steps in frame.groupby("tag")["step"]:
-        if not str(tag).startswith(PER_ITERATION):
-            continue
-        have = set(steps.tolist())
-        missing = [s for s in range(min(have), max(have) + 1) if s not in have and s not in covered]
-        if missing:
-            lines.append(f"{tag}: {len(missing)} steps missing ({missing[0]}..{missing[-1]}), no gap declared")
-    return lines
-
-
 def frame_records(bodies: Iterable[bytes]) -> bytes:
     """Records in TFRecord framing, as TensorBoard's RecordWriter writes each."""
     from tensorboard.summary.writer.record_writer import masked_crc32c
