@@ -21,6 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 # Task terms run eager in tests (same function as compiled, without a compile per env size);
 # tests/tasks/test_g1_compile.py checks the compiled path against it.
 os.environ.setdefault("SOAKLAB_TORCH_COMPILE", "0")
+# The suite makes orphaned segments on purpose (tree-wide SIGKILLs) and checks who removes them: a
+# run of another test starting meanwhile would reclaim them first. Only the test of the reclaim at a
+# run's start turns it on (tests/rl/test_shm.py).
+os.environ["SOAKLAB_SHM_RECLAIM_AT_START"] = "0"
 CPU_HOST = json.dumps({"cuda_device_count": 0})
 CUDA_HOST = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [80 << 30]})
 

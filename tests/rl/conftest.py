@@ -64,9 +64,10 @@ def start_train(tmp_path):
     runs: list[TrainRun] = []
 
     def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run",
-              run_dir: Path | None = None) -> TrainRun:
+              run_dir: Path | None = None, reclaim: bool = False) -> TrainRun:
         run_dir = run_dir or tmp_path / name
-        env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1",
+                   SOAKLAB_SHM_RECLAIM_AT_START="1" if reclaim else "0")  # off suite-wide: tests/conftest.py
         env.pop("SOAKLAB_FAULT", None)
         if fault:
             env["SOAKLAB_FAULT"] = fault

@@ -31,7 +31,7 @@ from soaklab.config.run_config import (
 from soaklab.contract.contract import resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.host.envvars import check_graph_env
+from soaklab.host.envvars import check_graph_env, reclaim_at_start_enabled
 from soaklab.schemas import load_artifact
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
@@ -97,6 +97,7 @@ def obtain(source: RunSource, host: HostCapabilities) -> ResolvedRun:
     """The run `source` names on `host`: a record is loaded as it stands (its pins checked against
     it, its log dir replaced), or resolved again when overrides or another manifest change it; an
     owner is resolved. The CLI's `train` and the soak monitor both come here."""
+    reclaim_at_start_enabled()  # refuses a bad SOAKLAB_SHM_RECLAIM_AT_START before anything starts
     owner = (source.algo, source.task, source.sim)
     if source.run_config is not None:
         if any(v is not None for v in owner):

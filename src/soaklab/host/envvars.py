@@ -20,3 +20,17 @@ def check_graph_env() -> None:
     if value is not None and value not in ("0", "1"):
         raise InvalidInput(f"{GRAPH_ENV}={value!r}: expected 0 (eager learner) or 1 (captured, the default); "
                            "or unset it")
+
+
+# 0 leaves other learners' segments alone at a run's start (a host whose orphans someone studies, e.g.
+# the test suite's deliberate ones); 1, the default, reclaims those of gone learners (soaklab.rl.shm).
+RECLAIM_ENV = "SOAKLAB_SHM_RECLAIM_AT_START"
+
+
+def reclaim_at_start_enabled() -> bool:
+    """SOAKLAB_SHM_RECLAIM_AT_START is unset, 0 or 1; anything else is refused (before spawning)."""
+    value = os.environ.get(RECLAIM_ENV)
+    if value is not None and value not in ("0", "1"):
+        raise InvalidInput(f"{RECLAIM_ENV}={value!r}: expected 0 (leave gone learners' segments to "
+                           "`soaklab shm reclaim`) or 1 (reclaim them at a run's start, the default); or unset it")
+    return value != "0"

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from soaklab.host.envvars import reclaim_at_start_enabled
+
 SEGMENT_PREFIX = "soaklab"
 SHM_DIR = Path("/dev/shm")
 UNKNOWN_NAMESPACE = "unknown"
@@ -178,7 +180,10 @@ def reclaim_at_start() -> str | None:
     its own pid namespace that are gone, by the rule of `soaklab shm reclaim` (reclaim_orphans), so that
     a run whose whole tree was killed at once (a Slurm cancel, the OOM killer) leaves nothing for good
     once another run starts on the host; another namespace's are never touched.
-    One line saying what was reclaimed, or could not be; None if neither."""
+    One line saying what was reclaimed, or could not be; None if neither (or if
+    SOAKLAB_SHM_RECLAIM_AT_START=0 turns it off)."""
+    if not reclaim_at_start_enabled():
+        return None
     reclaimed, errors = reclaim_orphans()
     if not reclaimed and not errors:
         return None
