@@ -25,28 +25,26 @@ def digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def g1_run(tmp_path_factory, g1_assets) -> Path:
-    run_dir = tmp_path_factory.mktemp("g1") / "run"
+def train_g1(run_dir: Path, g1_assets, expect: int, **env: str) -> Path:
+    """A short FlashSAC G1 run on MuJoCo into `run_dir`, exiting `expect`."""
     done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac",
                            "--task", "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest",
                            str(g1_assets.manifest_path), *FAST, *QUIET, f"training.log_dir={run_dir}"],
-                          env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0"),
+                          env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0", **env),
                           capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == expect, done.stdout[-2000:] + done.stderr[-2000:]
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def g1_run(tmp_path_factory, g1_assets) -> Path:
+    return train_g1(tmp_path_factory.mktemp("g1") / "run", g1_assets, 0)
 
 
 @pytest.fixture(scope="module")
 def g1_failed_run(tmp_path_factory, g1_assets) -> Path:
     """The same run, failed at iteration 6: its final checkpoint is written all the same."""
-    run_dir = tmp_path_factory.mktemp("g1-failed") / "run"
-    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac",
-                           "--task", "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest",
-                           str(g1_assets.manifest_path), *FAST, *QUIET, f"training.log_dir={run_dir}"],
-                          env=dict(os.environ, SOAKLAB_TORCH_COMPILE="0", SOAKLAB_FAULT="raise_learner@6"),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    run_dir = train_g1(tmp_path_factory.mktemp("g1-failed") / "run", g1_assets, 1, SOAKLAB_FAULT="raise_learner@6")
     assert (run_dir / "checkpoints" / "model_final.pt").is_file()
     return run_dir
 

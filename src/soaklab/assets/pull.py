@@ -7,10 +7,8 @@ leaves half a tree behind.
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from soaklab.assets.source import (
 from soaklab.assets.terrain import terrain_pieces, write_terrain_scene
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import read_json, sha256_file, write_json_atomic
+from soaklab.files.locks import exclusive
 from soaklab.schemas import load_artifact, validate_artifact
 
 MANIFEST_SCHEMA_VERSION = 3  # 3: every clip of the clip wheel, terrain clips with their scene
@@ -199,25 +198,12 @@ def dest_lock(dest: Path) -> Iterator[None]:
     whole pull (staging, swap, manifest). A second pull waits for the first, then finds its work
     done; one that cannot get the lock within LOCK_WAIT_S is refused."""
     dest.mkdir(parents=True, exist_ok=True)
-    with open(dest / ".pull.lock", "a") as handle:
-        deadline, told = time.monotonic() + LOCK_WAIT_S, False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise InvalidInput(f"--dest {dest}: another `soaklab assets pull` has held "
-                                       f"{dest / '.pull.lock'} for {LOCK_WAIT_S:.0f} s; wait for it or stop it"
-                                       ) from None
-                if not told:
-                    print(f"assets: waiting for another pull into {dest}", file=sys.stderr, flush=True)
-                    told = True
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = dest / ".pull.lock"
+    with exclusive(lock, LOCK_WAIT_S,
+                   lambda: InvalidInput(f"--dest {dest}: another `soaklab assets pull` has held {lock} for "
+                                        f"{LOCK_WAIT_S:.0f} s; wait for it or stop it"),
+                   lambda: print(f"assets: waiting for another pull into {dest}", file=sys.stderr, flush=True)):
+        yield
 
 
 def pull_assets(req: PullRequest) -> dict[str, Any]:

@@ -16,10 +16,15 @@ GRAPH_ENV = "SOAKLAB_LEARNER_CUDA_GRAPH"
 
 def check_graph_env() -> None:
     """SOAKLAB_LEARNER_CUDA_GRAPH is unset, 0 or 1; anything else is refused (before spawning)."""
-    value = os.environ.get(GRAPH_ENV)
+    switch(GRAPH_ENV, "eager learner", "captured, the default")
+
+
+def switch(name: str, off: str, on: str) -> bool:
+    """A 0/1 switch that is on unless set to 0; any other value is refused in one line naming both."""
+    value = os.environ.get(name)
     if value is not None and value not in ("0", "1"):
-        raise InvalidInput(f"{GRAPH_ENV}={value!r}: expected 0 (eager learner) or 1 (captured, the default); "
-                           "or unset it")
+        raise InvalidInput(f"{name}={value!r}: expected 0 ({off}) or 1 ({on}); or unset it")
+    return value != "0"
 
 
 # 0 leaves other learners' segments alone at a run's start (a host whose orphans someone studies, e.g.
@@ -29,8 +34,5 @@ RECLAIM_ENV = "SOAKLAB_SHM_RECLAIM_AT_START"
 
 def reclaim_at_start_enabled() -> bool:
     """SOAKLAB_SHM_RECLAIM_AT_START is unset, 0 or 1; anything else is refused (before spawning)."""
-    value = os.environ.get(RECLAIM_ENV)
-    if value is not None and value not in ("0", "1"):
-        raise InvalidInput(f"{RECLAIM_ENV}={value!r}: expected 0 (leave gone learners' segments to "
-                           "`soaklab shm reclaim`) or 1 (reclaim them at a run's start, the default); or unset it")
-    return value != "0"
+    return switch(RECLAIM_ENV, "leave gone learners' segments to `soaklab shm reclaim`",
+                  "reclaim them at a run's start, the default")

@@ -12,7 +12,6 @@ exclusive lock on the records root while they read, decide and write
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import stat
@@ -25,6 +24,7 @@ from typing import Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.files.jsonfiles import read_json, write_json_atomic
+from soaklab.files.locks import exclusive
 
 RECORD_FILE = "daemon.json"
 QUARANTINE_DIR = "quarantine"
@@ -57,22 +57,10 @@ def records_lock(wait_s: float = LOCK_WAIT_S) -> Iterator[Path]:
     root = records_root()
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = root / LOCK_FILE
-    # Close-on-exec: a daemon started under the lock must never inherit it (it would hold it for ever).
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RuntimeFailure(f"{path}: another soaklab mps command has held this lock for over "
-                                         f"{wait_s:g}s; see `soaklab mps status`, and end the stuck command") from None
-                time.sleep(0.05)
+    with exclusive(path, wait_s, lambda: RuntimeFailure(
+            f"{path}: another soaklab mps command has held this lock for over {wait_s:g}s; see "
+            "`soaklab mps status`, and end the stuck command")):
         yield path
-    finally:
-        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def proc_start_time(pid: int) -> int | None:
