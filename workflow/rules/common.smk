@@ -148,8 +148,9 @@ WANDB_SOAK_RUNS = [name for name in config["soak_runs"] if uses_wandb(name)]
 
 # The soak runs the play target also evaluates from the clip's first frame: those of a task that
 # follows a clip (the catalogue's tracking tasks, a plug-in's included); the others are exported only.
-TRACKING_SOAK_RUNS = [name for name in config["soak_runs"]
-                      if config["runs"][name]["task"] in catalogue.tracking_tasks()]
+TRACKING_SOAK_RUNS = [
+    name for name in config["soak_runs"] if config["runs"][name]["task"] in catalogue.tracking_tasks()
+]
 
 
 def wandb_played(wildcards):
