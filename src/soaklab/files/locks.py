@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from soaklab.errors import InvalidInput
+
 POLL_S = 0.05
 
 
@@ -21,7 +23,11 @@ def exclusive(path: Path, wait_s: float, too_long: Callable[[], Exception],
     """Hold an exclusive lock on `path` (created 0600, never through a symlink, close-on-exec so a
     process started under it does not inherit it). Waits at most `wait_s`, then raises too_long();
     `waiting` is called once, when the lock is found held."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # a symlink planted there (ELOOP), a directory, no permission: one line
+        raise InvalidInput(f"{path}: cannot open this lock file ({exc.strerror or exc}); remove it if it "
+                           "is not a regular file of soaklab's") from None
     try:
         deadline, told = time.monotonic() + wait_s, False
         while True:
