@@ -1,19 +1,30 @@
-"""The G1 learning benchmark's curves, read from a real TensorBoard event file written under the
-collector's own tag names: a motion library's run gets each clip's time-out share and body error,
-which the run-wide figures blend, in its JSON points and in its plot."""
+"""scripts/gpu/g1_learning.py, the G1 learning benchmark (learning.sh, tracking.sh): its curves, read
+from a real TensorBoard event file written under the collector's own tag names: a motion library's run
+gets each clip's time-out share and body error, which the run-wide figures blend, in its JSON points
+and in its plot."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from soaklab.bench.g1_learning import RUN_DEFAULTS, clip_curve_keys, clips_of, curves, plot, run_defaults, window_mean
 from soaklab.config.compose import compose
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.tasks.metrics import collector_metrics
+from tests.conftest import REPO
+
+# A driver run as a file from scripts/gpu/, not a module of the package: loaded by its path.
+_spec = importlib.util.spec_from_file_location("g1_learning", REPO / "scripts" / "gpu" / "g1_learning.py")
+assert _spec is not None and _spec.loader is not None
+g1_learning = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(g1_learning)
+RUN_DEFAULTS, clip_curve_keys, clips_of, curves = (g1_learning.RUN_DEFAULTS, g1_learning.clip_curve_keys,
+                                                   g1_learning.clips_of, g1_learning.curves)
+plot, run_defaults, window_mean = g1_learning.plot, g1_learning.run_defaults, g1_learning.window_mean
 
 CLIPS = ("largebox", "crawl_slope")
 

@@ -234,3 +234,16 @@ def test_the_catalogue_is_standard_library_only():
     tops = {name.split(".")[0] for name in imports_of(path)} - {"__future__"}
     assert tops <= sys.stdlib_module_names, sorted(tops - sys.stdlib_module_names)
     assert "standard library" in (ast.get_docstring(ast.parse(path.read_text())) or "").lower()
+
+
+# bench/ holds what `soaklab bench` runs and what the drivers outside the package share (issue 66);
+# a driver run once for a visit lives beside its evidence (benchmarks/) or with the GPU scripts.
+BENCH_MAX_LINES = 1200
+
+
+def test_bench_keeps_what_soaklab_bench_runs_and_no_driver():
+    modules = sorted((PKG / "bench").rglob("*.py"))
+    lines = sum(len(path.read_text().splitlines()) for path in modules)
+    assert lines <= BENCH_MAX_LINES, f"src/soaklab/bench/ has {lines} lines (at most {BENCH_MAX_LINES})"
+    drivers = [path.name for path in modules if "__main__" in path.read_text()]
+    assert not drivers, f"{drivers}: a driver run as a script belongs beside its evidence, not in the package"

@@ -6,7 +6,7 @@ physics ceiling) for each size on all cores, and at 256 and 1024 envs also on on
 physics thread, then writes benchmarks/cpu/backend_probe_summary.json with the
 env/ceiling ratios and the 2-thread/1-thread ceiling ratios.
 
-    .venv/bin/python -m soaklab.bench.backend_probe [--out benchmarks/cpu]
+    .venv/bin/python benchmarks/cpu/backend_probe.py [--out benchmarks/cpu]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> int:
     first = results[(64, None)]
     summary = {
         "kind": "backend_probe_summary",
-        "command": "python -m soaklab.bench.backend_probe",
+        "command": "python benchmarks/cpu/backend_probe.py",
         "host": first["host"],
         "versions": first["versions"],
         "git": first["git"],

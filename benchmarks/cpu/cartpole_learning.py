@@ -8,7 +8,7 @@ Budget: 16 envs, 2000 iterations, 4 updates per step, batch 256, 128-wide networ
 earns ~15 per 250-step episode, the threshold is 50 (over three times that). Writes JSON with each
 agent's final mean episode return and wall time; exits 1 if an agent stays below the threshold.
 
-    .venv/bin/python -m soaklab.bench.cartpole_learning [--algos sac,flashsac] [--seeds 1,2,3] [--out benchmarks/cpu]
+    .venv/bin/python benchmarks/cpu/cartpole_learning.py [--algos sac,flashsac] [--seeds 1,2,3] [--out benchmarks/cpu]
 """
 
 from __future__ import annotations

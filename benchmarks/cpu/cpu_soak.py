@@ -6,7 +6,7 @@ should run on the machine meanwhile), then copies the soak JSON, metrics JSON an
 plot and the validation report, and writes summary.json: command, machine,
 duration, median throughput and the leak verdict's trends.
 
-    .venv/bin/python -m soaklab.bench.cpu_soak
+    .venv/bin/python benchmarks/cpu/cpu_soak.py
 
 With `--kill-at 2600,5300` the soak is interrupted (docs/soak.md, "Interrupted soaks"): its trainer
 is SIGKILLed at each of those iterations (SOAKLAB_FAULT=kill_learner@N), and the same `snakemake

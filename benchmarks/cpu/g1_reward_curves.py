@@ -8,7 +8,7 @@ The baseline is the same env driven with zero actions for the same number of env
 steps per env as a 10 s episode allows, scored the same way (mean return of
 finished episodes). Writes benchmarks/cpu/g1_reward_curve_<algo>.json.
 
-    .venv/bin/python -m soaklab.bench.g1_reward_curves --algo sac [--minutes 20]
+    .venv/bin/python benchmarks/cpu/g1_reward_curves.py --algo sac [--minutes 20]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main() -> int:
     every = max(1, len(curve) // 200)
     record = {
         "kind": "g1_reward_curve", "algo": args.algo,
-        "command": f"python -m soaklab.bench.g1_reward_curves --algo {args.algo} --minutes {args.minutes:g}",
+        "command": f"python benchmarks/cpu/g1_reward_curves.py --algo {args.algo} --minutes {args.minutes:g}",
         "train_command": " ".join(["soaklab", *cmd[3:-1], "training.log_dir=<tmp>"]),
         "host": host_record(), "versions": versions(), "git": git_state(),
         "budget_minutes": args.minutes,

@@ -12,7 +12,7 @@ benchmarks/cpu/runtime_overhead.json: median env-steps/s of each, the ratios, an
 where the runner's iteration goes (learner inference; learner ingress, which is the wait for the
 collector's step plus the copy into replay; collector env step, action wait, ingress write).
 
-    .venv/bin/python -m soaklab.bench.runtime_overhead [--iters 60] [--repeats 3] [--out benchmarks/cpu]
+    .venv/bin/python benchmarks/cpu/runtime_overhead.py [--iters 60] [--repeats 3] [--out benchmarks/cpu]
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def main() -> int:
                       f"{runner['learner_ingress_ms']:.1f} ms, env step {runner['collector_env_step_ms']:.1f} ms "
                       f"(alone {alone['env_step_ms']:.1f} ms), ingress write "
                       f"{runner['collector_ingress_write_ms']:.1f} ms", flush=True)
-    record = {"kind": "runtime_overhead", "command": "python -m soaklab.bench.runtime_overhead", "host": host_record(),
+    record = {"kind": "runtime_overhead", "command": "python benchmarks/cpu/runtime_overhead.py", "host": host_record(),
               "versions": versions(), "git": git_state(),
               "settings": {"iters": args.iters, "warmup": args.warmup, "repeats": args.repeats,
                            "updates": "off (held, or before algo.learning_starts)",

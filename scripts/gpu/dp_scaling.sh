@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On nvidia-h200-xN (through bootstrap.sh, wheels staged with --with-snakemake): data-parallel scaling
 # at N GPUs (argument; default 2). The N-GPU NCCL test of the agents (two ranks), the all-reduce time
-# of one update at N GPUs (src/soaklab/bench/gpu_allreduce.py), then config/gpu-xN.yaml through the DAG (the
+# of one update at N GPUs (scripts/gpu/gpu_allreduce.py), then config/gpu-xN.yaml through the DAG (the
 # N-rank FlashSAC G1 MJWarp soak, then the same run on one GPU), each read back by
-# src/soaklab/bench/gpu_phases.py, and the scaling of the two by src/soaklab/bench/gpu_dp_scaling.py. Everything
+# scripts/gpu/gpu_phases.py, and the scaling of the two by scripts/gpu/gpu_dp_scaling.py. Everything
 # but checkpoints and event files comes back packed.
 #
 #   OUT=/root/dp-out setsid nohup bash scripts/gpu/bootstrap.sh bash scripts/gpu/dp_scaling.sh 4 ... &
@@ -24,16 +24,16 @@ if [ "${NCCL_TEST:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/rl/test_dp.py >"$out/nccl_test.log" 2>&1 || status=1
   tail -2 "$out/nccl_test.log"
 fi
-python3 -m soaklab.bench.gpu_allreduce --world "$gpus" --out "$out/allreduce.json" || status=1
+python3 scripts/gpu/gpu_allreduce.py --world "$gpus" --out "$out/allreduce.json" || status=1
 if [ -f results/assets/manifest.json ] && [ -d resources/assets/g1 ]; then touch results/assets/manifest.json; fi
 python3 -m snakemake soak --cores 1 --configfile "$config" >"$out/snakemake.log" 2>&1 || status=1
 tail -3 "$out/snakemake.log"
 for run in "gpu-x$gpus" gpu-x1; do
-  python3 -m soaklab.bench.gpu_phases "results/$run/train" --out "$out/phases-$run.json" --steady-from 2000 \
+  python3 scripts/gpu/gpu_phases.py "results/$run/train" --out "$out/phases-$run.json" --steady-from 2000 \
     --source "$config run $run on nvidia-h200-x$gpus (bash scripts/gpu/bootstrap.sh bash scripts/gpu/dp_scaling.sh $gpus; $env_note)" \
     >"$out/phases-$run.log" 2>&1 || status=1
 done
-python3 -m soaklab.bench.gpu_dp_scaling "$out/phases-gpu-x$gpus.json" "$out/phases-gpu-x1.json" \
+python3 scripts/gpu/gpu_dp_scaling.py "$out/phases-gpu-x$gpus.json" "$out/phases-gpu-x1.json" \
   --allreduce "$out/allreduce.json" --machine "nvidia-h200-x$gpus ($gpus x NVIDIA H200)" --out "$out/scaling.json" \
   || status=1
 tar -czf "$out/dp-evidence.tgz" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \

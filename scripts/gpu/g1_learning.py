@@ -16,8 +16,8 @@ tracking earns). Writes <out>/baselines.json; `run` draws them when present.
 `table`: one row per run JSON of a folder (the ablation table), as <out>/ablation.json
 and a Markdown table on stdout.
 
-    .venv/bin/python -m soaklab.bench.g1_learning baselines --out benchmarks/cpu/learning
-    .venv/bin/python -m soaklab.bench.g1_learning run --algo flashsac --sim mujoco --minutes 20 \
+    .venv/bin/python scripts/gpu/g1_learning.py baselines --out benchmarks/cpu/learning
+    .venv/bin/python scripts/gpu/g1_learning.py run --algo flashsac --sim mujoco --minutes 20 \
         --label flashsac-cpu --out benchmarks/cpu/learning algo.num_envs=64
 """
 

@@ -12,7 +12,7 @@ timed between CUDA events on the rank's stream after --warmup rounds (eager laun
 update runs the same collectives without the launch gaps, so this is an upper bound). The ceiling in
 the same run: a 256 MiB all-reduce, its bus bandwidth (2(n-1)/n x bytes / time, NCCL's convention).
 
-    python -m soaklab.bench.gpu_allreduce --out benchmarks/archive/gpu/allreduce-x2.json [--world N]
+    python scripts/gpu/gpu_allreduce.py --out benchmarks/archive/gpu/allreduce-x2.json [--world N]
 
 Rank 0 writes the JSON: medians per variant, bytes per variant, the ceiling, the NCCL environment.
 """

@@ -4,9 +4,9 @@
 Both come from the same visit (config/gpu-xN.yaml runs the two soaks back to back). For the
 steady-state aggregate env-steps/s and learner samples/s: the ratio to one GPU and the scaling
 efficiency (ratio / N), checked against the target at N (0.9 at two, 0.8 at four; reported only at
-other counts). --allreduce adds src/soaklab/bench/gpu_allreduce.py's all-reduce time per update at N.
+other counts). --allreduce adds scripts/gpu/gpu_allreduce.py's all-reduce time per update at N.
 
-    .venv/bin/python -m soaklab.bench.gpu_dp_scaling PHASES_XN.json PHASES_X1.json \
+    .venv/bin/python scripts/gpu/gpu_dp_scaling.py PHASES_XN.json PHASES_X1.json \
         [--allreduce A.json] --out scaling.json
 """
 
@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("single", type=Path, help="gpu_phases.py JSON of the one-GPU run")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--machine", default="nvidia-h200-x2 (2 x NVIDIA H200)")
-    parser.add_argument("--allreduce", type=Path, help="src/soaklab/bench/gpu_allreduce.py JSON of the same visit")
+    parser.add_argument("--allreduce", type=Path, help="scripts/gpu/gpu_allreduce.py JSON of the same visit")
     args = parser.parse_args()
     many, one = (read_json(p) for p in (args.parallel, args.single))
     if one["ranks"] != 1 or many["ranks"] < 2:

@@ -8,7 +8,7 @@ each phase (learner inference, ingress and update are GPU time between CUDA
 events; the collector's env step is GPU time too, but is published every
 `collector_metrics_interval` steps, so it is reported as total / iterations).
 
-    .venv/bin/python -m soaklab.bench.gpu_phases RUN_DIR --out benchmarks/archive/gpu/soak-short/phases.json
+    .venv/bin/python scripts/gpu/gpu_phases.py RUN_DIR --out benchmarks/archive/gpu/soak-short/phases.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine (through bootstrap.sh): the G1 tracking learning benchmark of record and its
-# ablations, all at once, each `src/soaklab/bench/g1_learning.py run` for MINUTES of wall-clock time.
+# ablations, all at once, each `scripts/gpu/g1_learning.py run` for MINUTES of wall-clock time.
 # The recipe run has GPU 0 to itself (under CUDA MPS when a daemon starts); the ablations share
 # the last visible GPU (no MPS: their env-step axis is what compares them). Results land in
 # $OUT/learning.tgz (one JSON and PNG per run, the trainers' logs); baselines.json is read from
@@ -32,7 +32,7 @@ ENVS=${ENVS:-1024}
 run() {  # run GPU LABEL ALGO OVERRIDES...
   local gpu=$1 label=$2 algo=$3
   shift 3
-  CUDA_VISIBLE_DEVICES=$gpu nohup python3 -m soaklab.bench.g1_learning run --algo "$algo" --sim mjwarp \
+  CUDA_VISIBLE_DEVICES=$gpu nohup python3 scripts/gpu/g1_learning.py run --algo "$algo" --sim mjwarp \
     --minutes "$minutes" --label "$label" --out "$work" --keep-log "algo.num_envs=$ENVS" "$@" \
     >"$work/$label.bench.log" 2>&1 &
 }
@@ -54,6 +54,6 @@ if [ "${ABLATIONS:-1}" != 0 ]; then
 fi
 wait
 CUDA_VISIBLE_DEVICES=0 python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
-python3 -m soaklab.bench.g1_learning table --out "$work" | tee "$work/ablation.md"
+python3 scripts/gpu/g1_learning.py table --out "$work" | tee "$work/ablation.md"
 tar -C "$work" -czf "$out/learning.tgz" .
 echo "learning: packed $(ls "$work" | wc -l) files into $out/learning.tgz"

@@ -11,7 +11,7 @@ iteration.
 
 mjlab is not a soaklab dependency: stage its wheels (scripts/gpu/README.md) and run
 
-    python3 -m soaklab.bench.mjlab_ppo --num-envs 4096 --minutes 10 --out mjlab_ppo.json
+    python3 scripts/gpu/mjlab_ppo.py --num-envs 4096 --minutes 10 --out mjlab_ppo.json
 
 mjlab's task registry imports wandb (for its own logger) at import time. The workplace's wheel
 store cannot install wandb's dependencies, so an absent wandb is replaced by a module that fails
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     env.close()
 
     record = {
-        "kind": "mjlab_ppo", "command": " ".join(["python3 -m soaklab.bench.mjlab_ppo", *(argv or sys.argv[1:])]),
+        "kind": "mjlab_ppo", "command": " ".join(["python3 scripts/gpu/mjlab_ppo.py", *(argv or sys.argv[1:])]),
         "host": host_record(), "versions": {**versions(), **{name: _version(name) for name in ("mjlab", "rsl-rl-lib")}},
         "git": git_state(),
         "stopped_by_signal": bool(stop_asked),

@@ -5,7 +5,7 @@
 #
 #   bash scripts/gpu/bootstrap.sh bash scripts/gpu/mps_concurrent.sh
 #
-# 1. the G1 assets and mujoco_warp's kernels (src/soaklab/bench/warmup.py, at the runs' env count), so
+# 1. the G1 assets and mujoco_warp's kernels (scripts/gpu/warmup.py, at the runs' env count), so
 #    the runs load compiled kernels instead of compiling the same ones four times at once;
 # 2. `soaklab mps start`; then N `soaklab train` (FlashSAC, G1, MJWarp, ENVS envs, ITERATIONS
 #    iterations, training.cuda_process_sharing=mps), each waiting on one file and released together;
@@ -33,7 +33,7 @@ stage "assets and kernels ($envs worlds)"
 source_flag=()
 [ -e resources/assets/cache/mjlab-1.6.0-py3-none-any.whl ] && source_flag=(--source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl)
 python3 -m soaklab assets pull --robot g1 --clip "$clip" ${source_flag[@]+"${source_flag[@]}"} >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
-python3 -m soaklab.bench.warmup --worlds "$envs" --replays 5 --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
+python3 scripts/gpu/warmup.py --worlds "$envs" --replays 5 --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
   || tail -5 "$ev/warmup.log"
 
 stage "mps start"

@@ -4,7 +4,7 @@
 # record reproduced, the soak's policy exported and evaluated, `soaklab mps stop`), then its evidence
 # packed into $OUT/readme.tgz: the block's console, every result, log and rule benchmark it made
 # (checkpoints and event files left out for size) and the soak's phase breakdown and reward curve,
-# read here from its event file (src/soaklab/bench/gpu_phases.py).
+# read here from its event file (scripts/gpu/gpu_phases.py).
 #
 #   OUT=/root/readme-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/readme_block.sh [--skip LINE ...]
 #
@@ -29,7 +29,7 @@ status=${PIPESTATUS[0]}
 
 # Not part of the block: the figures docs/runtime.md quotes for the soak of record.
 if [ -d results/gpu-short/train ]; then
-  python3 -m soaklab.bench.gpu_phases results/gpu-short/train --out "$pack/phases.json" --steady-from 2000 \
+  python3 scripts/gpu/gpu_phases.py results/gpu-short/train --out "$pack/phases.json" --steady-from 2000 \
     --curve-out "$pack/reward_curve.json" >"$pack/phases.log" 2>&1 || status=1
 fi
 tar -czf "$out/readme.tgz" --newer-mtime="@$start" --exclude='*.pt' --exclude='events.out.tfevents.*' --exclude='metrics.csv' \

@@ -4,7 +4,7 @@
 #
 #   OUT=/root/rec-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/records.sh
 #
-# 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py, whose JSON is the raw physics
+# 1. the mujoco_warp kernels compiled once (scripts/gpu/warmup.py, whose JSON is the raw physics
 #    ceiling of this visit), the CUDA MPS daemon started;
 #    the kernel cache packed into $OUT at once, so a visit cut short still brings it home;
 # 2. RECORDS (default gpu-soak-1024 gpu-throughput-4096), one after the other, alone on the GPU:
@@ -36,7 +36,7 @@ printf 'record_overrides:\n  %s\n' "${ABLATION:-algo.updates_per_step: 1}" >"$wo
 stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl >"$work/assets.log" 2>&1 \
   || { cat "$work/assets.log"; exit 2; }
-python3 -m soaklab.bench.warmup --worlds 1024,4096 --out "$out/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
+python3 scripts/gpu/warmup.py --worlds 1024,4096 --out "$out/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
 python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exit 2; }
 if [ -d ~/.cache/warp ]; then  # bootstrap.sh packs it again at the end, over these parts
   tar -C ~/.cache -czf - warp | split -b 15M -d - "$out/warpcache.tgz.part." && stage "packed the kernel cache"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Here, before a GPU visit: the wheels mjlab's PPO needs beyond what the GPU machine has and what
-# scripts/gpu/stage.sh stages, for `python3 -m soaklab.bench.mjlab_ppo` (issue 29's side-by-side).
+# scripts/gpu/stage.sh stages, for `python3 scripts/gpu/mjlab_ppo.py` (issue 29's side-by-side).
 # Writes .device/mjlab/ (git-ignored, under .device/); on the device, carry it in a call of its own
 # and install with `python3 -m pip install --no-deps --no-index --target /root/site .device/mjlab/*.whl`.
 # The list is mjlab 1.6.0's import closure for its tracking task and rsl-rl runner (resolved here for
 # Python 3.12 on 2026-12-02) less torch, numpy, matplotlib, tensorboard and their dependencies
 # (there already) and the wheels stage.sh brings. wandb is left out: its opentelemetry is not in the
-# workplace's wheel store, and the benchmark stands an absent wandb in (soaklab/bench/mjlab_ppo.py).
+# workplace's wheel store, and the benchmark stands an absent wandb in (scripts/gpu/mjlab_ppo.py).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"

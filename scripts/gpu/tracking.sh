@@ -4,7 +4,7 @@
 #
 #   OUT=/root/trk-out bash scripts/gpu/bootstrap.sh bash scripts/gpu/tracking.sh
 #
-# 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py; its JSON is the visit's raw
+# 1. the mujoco_warp kernels compiled once (scripts/gpu/warmup.py; its JSON is the visit's raw
 #    physics ceiling), the CUDA MPS daemon started;
 # 2. RUNS (default both) FlashSAC trainings side by side on the one GPU, each ended by its own budget
 #    (training.max_wall_minutes: completed, stop reason time_budget) after MINUTES
@@ -14,7 +14,7 @@
 #    holds for a run alone; both handicapped alike, the library's largebox figure compares fairly;
 # 3. each final checkpoint evaluated from the clip's first frame (`soaklab evaluate`, ONNX policy) on
 #    MJWarp (1024 episodes per clip) and, sim-to-sim, on MuJoCo CPU (64 per clip).
-# Curves come from src/soaklab/bench/g1_learning.py (JSON + PNG per run). Each stage packs what is done into
+# Curves come from scripts/gpu/g1_learning.py (JSON + PNG per run). Each stage packs what is done into
 # $OUT/tracking.tgz. It outlasts one device command: start it detached and collect it with calls that
 # follow each other within 30 s, each waiting on /root/tracking.pid (scripts/gpu/README.md).
 set -uo pipefail
@@ -34,13 +34,13 @@ recipe=(training.cuda_process_sharing=mps training.mps_learner_thread_percentage
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl \
   >"$logs/assets.log" 2>&1 || { cat "$logs/assets.log"; exit 2; }
 stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
-python3 -m soaklab.bench.warmup --worlds 1024 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -5 "$logs/warmup.log"
+python3 scripts/gpu/warmup.py --worlds 1024 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -5 "$logs/warmup.log"
 python3 -m soaklab mps start >"$logs/mps.log" 2>&1 || { cat "$logs/mps.log"; exit 2; }
 
 stage "train $runs side by side, $minutes minutes each"
 train() {  # label, then extra overrides
   local label=$1; shift
-  python3 -m soaklab.bench.g1_learning run --algo flashsac --sim mjwarp --minutes "$minutes" --label "$label" \
+  python3 scripts/gpu/g1_learning.py run --algo flashsac --sim mjwarp --minutes "$minutes" --label "$label" \
     --out "$logs" --keep-log --keep-run "$work/run-$label" "${recipe[@]}" "$@" >"$logs/$label.bench.log" 2>&1
   echo "train $label: exit $?"; tail -1 "$logs/$label.bench.log"
   cp "$work/run-$label/run_summary.json" "$logs/$label.run_summary.json" 2>/dev/null

@@ -7,7 +7,7 @@ per-world contact/constraint sizes, captures `decimation` physics steps in one C
 graph and times replays with CUDA events (median of repeats, after warm-up). Also
 reports contact/constraint overflow seen during the run. Writes JSON to --out.
 
-    bash scripts/gpu/bootstrap.sh python3 -m soaklab.bench.warmup --out "$OUT/warmup.json"
+    bash scripts/gpu/bootstrap.sh python3 scripts/gpu/warmup.py --out "$OUT/warmup.json"
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A benchmark given a failed run reports its cause in one line and exits 1, never a traceback
 (soaklab.bench.finished), on a real run that failed at its first iteration; one given a run summary
-soaklab never wrote refuses it in one line and exits 2."""
+soaklab never wrote refuses it in one line and exits 2. scripts/gpu/gpu_phases.py, a driver that
+reads a run through it, is run as a file as the GPU scripts run it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import sys
 import pytest
 
 from soaklab.bench.finished import RunFailed, completed_summary
-from soaklab.bench.g1_learning import curves
-from tests.conftest import one_line
+from tests.conftest import REPO, one_line
 
 
-def bench(module: str, *args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"soaklab.bench.{module}", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+def phases(run_dir: object, out: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "gpu_phases.py"), str(run_dir),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
 
 
 def test_a_failed_run_is_reported_with_its_cause(start_train, tmp_path):
@@ -25,14 +25,10 @@ def test_a_failed_run_is_reported_with_its_cause(start_train, tmp_path):
     with pytest.raises(RunFailed, match="the run failed at iteration 0: learner_failure: RuntimeError: "
                                         "injected learner fault at iteration 0"):
         completed_summary(run.run_dir)
-    with pytest.raises(RunFailed, match="no Perf/iteration_ms rows"):  # what g1_learning read into an IndexError
-        curves(run.run_dir)
-    for module, args in (("checkpoint_cost", (run.run_dir, "--out", tmp_path / "cost.json")),
-                         ("gpu_phases", (run.run_dir, "--out", tmp_path / "phases.json"))):
-        done = bench(module, *args)
-        assert done.returncode == 1, done.stderr
-        assert "injected learner fault at iteration 0" in one_line(done.stderr)
-    assert not (tmp_path / "cost.json").exists() and not (tmp_path / "phases.json").exists()
+    done = phases(run.run_dir, tmp_path / "phases.json")
+    assert done.returncode == 1, done.stderr
+    assert "injected learner fault at iteration 0" in one_line(done.stderr)
+    assert not (tmp_path / "phases.json").exists()
 
 
 # A run_summary.json soaklab never wrote: a key twice (a parser keeps the later "completed"), and one
@@ -49,9 +45,8 @@ def test_a_summary_soaklab_never_wrote_is_refused_in_one_line(tmp_path, text, na
     (run_dir / "run_summary.json").write_text(text)
     with pytest.raises(RunFailed, match=named):
         completed_summary(run_dir)
-    done = bench("checkpoint_cost", run_dir, "--out", tmp_path / "cost.json")
+    done = phases(run_dir, tmp_path / "phases.json")
     assert done.returncode == 2, done.stderr
     line = one_line(done.stderr)
-    assert line.startswith(f"checkpoint_cost: {run_dir / 'run_summary.json'}: ") and named in line
-    assert not (tmp_path / "cost.json").exists()
-
+    assert line.startswith(f"gpu_phases: {run_dir / 'run_summary.json'}: ") and named in line
+    assert not (tmp_path / "phases.json").exists()

@@ -2,13 +2,13 @@
 """Learning before and after the GPU runtime work: Train/mean_reward against env steps.
 
 `--before`: a soak's console log (its `train: it N/M | ... | episode return X` lines, every
-5 s); `--after`: the reward curve JSON that `src/soaklab/bench/gpu_phases.py --curve-out` wrote from
+5 s); `--after`: the reward curve JSON that `scripts/gpu/gpu_phases.py --curve-out` wrote from
 a soak's event file (every 50th iteration). Both are the same statistic: the mean return of the
 last 100 finished episodes. Writes a JSON with both series and the comparison at the shorter
 run's last env step (the mean over the last `--window` env steps before it, in each run), and a
 PNG of both curves.
 
-    .venv/bin/python -m soaklab.bench.gpu_reward_compare \\
+    .venv/bin/python benchmarks/archive/gpu/gpu_reward_compare.py \\
         --before benchmarks/archive/gpu/soak-short-before/soak-console.log \\
         --after benchmarks/archive/gpu/soak-short/reward_curve.json --out benchmarks/archive/gpu/reward_compare
 """

@@ -2,13 +2,13 @@
 """One table (JSON) and one chart (PNG) of a throughput-lever visit
 (benchmarks/visits/2026-12-02-h200-levers/levers.sh).
 
-Reads the visit folder's `phases_<run>.json` (src/soaklab/bench/gpu_phases.py, one per training run),
+Reads the visit folder's `phases_<run>.json` (scripts/gpu/gpu_phases.py, one per training run),
 `backend_<envs>.json` (the env alone, same visit) and `learner.json` (the learner alone), and
 writes `levers.json`: per run its env count, the levers it used, steady-state env-steps/s, the
 phase medians, and the env step inside the run over the env step alone; and `levers.png`: env-steps/s
 per run, grouped by env count, with the env-alone rate of the same visit as the ceiling line.
 
-    .venv/bin/python -m soaklab.bench.gpu_levers benchmarks/visits/2026-12-02-h200-levers
+    .venv/bin/python benchmarks/visits/2026-12-02-h200-levers/gpu_levers.py benchmarks/visits/2026-12-02-h200-levers
 """
 
 from __future__ import annotations

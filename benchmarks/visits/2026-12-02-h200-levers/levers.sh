@@ -10,7 +10,7 @@
 #    captured, for each algo.compile scope in COMPILE_SCOPES (default eager,nets,update), with the
 #    kernels each update launches; the faster captured compile scope becomes BEST;
 # 3. short training runs under CUDA MPS (RUNS: name:envs:iterations:override,override...; "@best"
-#    in an override is BEST), each read back by src/soaklab/bench/gpu_phases.py (steady state from a
+#    in an override is BEST), each read back by scripts/gpu/gpu_phases.py (steady state from a
 #    third of the iterations).
 # 4. with AB set, the learning A/B of that setting against the gpu-learning record (below).
 # Every stage repacks $OUT/levers.tgz as it ends, so a visit cut short keeps what finished. It
@@ -69,7 +69,7 @@ for spec in ${RUNS:-$default_runs}; do
     algo.save_interval=100000 training.export_onnx=false training.no_play=true "training.log_dir=$dir" \
     "${overrides[@]}" >"$logs/train_$name.log" 2>&1 || echo "run $name: train exited $?"
   tail -1 "$logs/train_$name.log"
-  python3 -m soaklab.bench.gpu_phases "$dir" --out "$logs/phases_$name.json" --steady-from $((iters / 3)) \
+  python3 scripts/gpu/gpu_phases.py "$dir" --out "$logs/phases_$name.json" --steady-from $((iters / 3)) \
     --source "soaklab train --algo flashsac --sim mjwarp algo.num_envs=$envs ${overrides[*]} (benchmarks/visits/2026-12-02-h200-levers/levers.sh)" \
     >"$logs/phases_$name.log" 2>&1 || tail -3 "$logs/phases_$name.log"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); p=d['phases_per_iteration']; \

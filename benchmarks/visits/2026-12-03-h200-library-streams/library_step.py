@@ -9,8 +9,12 @@ Builds, from one asset manifest and the same seed, four G1 tracking envs:
 Each is reset, warmed up, then stepped with uniform random actions in [-1, 1]; each step is timed
 (CUDA events on the GPU, the wall clock on the CPU) with the task terms compiled as in a run.
 
-    python3 -m soaklab.bench.library_step --num-envs 1024 --out library_step_1024.json
-    python3 -m soaklab.bench.library_step --sim mujoco --num-envs 8 --iters 4 --out cpu.json   # CPU
+From the repository root:
+
+    python3 benchmarks/visits/2026-12-03-h200-library-streams/library_step.py --num-envs 1024 \\
+        --out library_step_1024.json
+    python3 benchmarks/visits/2026-12-03-h200-library-streams/library_step.py --sim mujoco --num-envs 8 \\
+        --iters 4 --out cpu.json   # CPU
 """
 
 from __future__ import annotations
@@ -112,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{results[name]['env_steps_per_s'] / 1e3:.1f} k env-steps/s", flush=True)
     blocks = [results[f"{clip}_block"]["step_ms_median"] for clip in CLIPS]
     record = {
-        "kind": "library_step", "command": " ".join(["python3 -m soaklab.bench.library_step", *(argv or sys.argv[1:])]),
+        "kind": "library_step",
+        "command": " ".join(["python3 benchmarks/visits/2026-12-03-h200-library-streams/library_step.py",
+                             *(argv or sys.argv[1:])]),
         "host": host_record(), "versions": versions(), "git": git_state(),
         "settings": {"sim": args.sim, "device": SIMS[args.sim], "num_envs": args.num_envs, "clips": list(CLIPS),
                      "warmup": args.warmup, "iters": args.iters, "seed": args.seed, "actions": "uniform in [-1, 1]"},

@@ -1,12 +1,12 @@
 """FlashSAC beside mjlab's PPO on the same G1 clip and GPU: one table and one figure (issue 29).
 
 Joins what `benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.sh` brings back from one visit: mjlab's run
-(`soaklab.bench.mjlab_ppo`), FlashSAC's (`soaklab.bench.g1_learning run`) with its phases
-(`soaklab.bench.gpu_phases`), and the raw physics ceiling (`soaklab.bench.warmup`), into JSON (the
+(`scripts/gpu/mjlab_ppo.py`), FlashSAC's (`scripts/gpu/g1_learning.py run`) with its phases
+(`scripts/gpu/gpu_phases.py`), and the raw physics ceiling (`scripts/gpu/warmup.py`), into JSON (the
 inputs' commands and commits, one row per learner) and a PNG of the time-out share and body error
 against wall clock:
 
-    python -m soaklab.bench.side_by_side --mjlab mjlab_ppo.json --mjlab-log mjlab-ppo \\
+    python benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.py --mjlab mjlab_ppo.json --mjlab-log mjlab-ppo \\
         --flashsac flashsac-4096.json --phases flashsac-phases.json --ceiling ceiling.json --out side_by_side.json
 
 Both learners' wall clock counts from the start of learning (mjlab's from its runner's first
@@ -24,10 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from soaklab.bench.mjlab_ppo import TIMEOUT_SHARE_TARGET, read_log, summarise
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import JSONRefused, read_json, write_json_atomic
 from soaklab.host.info import git_state
+
+# mjlab's PPO driver lives in scripts/gpu/ (stage_mjlab.sh stages its wheels); this one-off reads its helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts" / "gpu"))
+from mjlab_ppo import TIMEOUT_SHARE_TARGET, read_log, summarise  # noqa: E402
 
 T = TypeVar("T")
 
@@ -143,11 +146,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mjlab", type=Path, required=True, help="soaklab.bench.mjlab_ppo's JSON")
+    parser.add_argument("--mjlab", type=Path, required=True, help="scripts/gpu/mjlab_ppo.py's JSON")
     parser.add_argument("--mjlab-log", type=Path, help="its TensorBoard folder: re-read the tracking figures")
-    parser.add_argument("--flashsac", type=Path, required=True, help="soaklab.bench.g1_learning run's JSON")
-    parser.add_argument("--phases", type=Path, required=True, help="soaklab.bench.gpu_phases's JSON of that run")
-    parser.add_argument("--ceiling", type=Path, action="append", default=[], help="soaklab.bench.warmup's JSON")
+    parser.add_argument("--flashsac", type=Path, required=True, help="scripts/gpu/g1_learning.py run's JSON")
+    parser.add_argument("--phases", type=Path, required=True, help="scripts/gpu/gpu_phases.py's JSON of that run")
+    parser.add_argument("--ceiling", type=Path, action="append", default=[], help="scripts/gpu/warmup.py's JSON")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         flashsac = load(args.flashsac, "--flashsac", "g1_learning_curve")
         phases = load(args.phases, "--phases", None)
         if "steady_state" not in phases:
-            raise InvalidInput(f"--phases {args.phases}: no steady_state; expected soaklab.bench.gpu_phases's JSON")
+            raise InvalidInput(f"--phases {args.phases}: no steady_state; expected scripts/gpu/gpu_phases.py's JSON")
         ceilings = [load(path, "--ceiling", None) for path in args.ceiling]
         rows = [fields(lambda: flashsac_row(flashsac, phases), f"--flashsac {args.flashsac} / --phases {args.phases}"),
                 fields(lambda: mjlab_row(mjlab, mjlab_results(mjlab, args.mjlab_log)), f"--mjlab {args.mjlab}")]
@@ -175,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         row["share_of_ceiling"] = (row["steady_env_steps_per_s"] / ceiling["env_steps_per_s"]
                                    if ceiling and row["steady_env_steps_per_s"] else None)
-    record = {"kind": "side_by_side", "command": " ".join(["python -m soaklab.bench.side_by_side",
-                                                           *(argv if argv is not None else sys.argv[1:])]),
+    record = {"kind": "side_by_side",
+              "command": " ".join(["python benchmarks/visits/2026-12-03-h200-sidebyside/side_by_side.py",
+                                   *(argv if argv is not None else sys.argv[1:])]),
               "git": git_state(), "machine": flashsac["host"], "timeout_share_target": TIMEOUT_SHARE_TARGET,
               "ceiling": ceiling, "rows": rows}
     write_json_atomic(args.out, record)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the G1 env step's GPU time goes: a kernel census of each phase (issue 49's profile).
 
-    python -m soaklab.bench.env_profile --num-envs 1024 --output profile_1024.json [--trace t.json]
+    python benchmarks/visits/2026-12-05-h100-profile/env_profile.py --num-envs 1024 \\
+        --output profile_1024.json [--trace t.json]
 
 The env on MJWarp steps with random actions, as `soaklab bench backend` does, under the torch
 profiler (CUPTI: every kernel, those replayed from CUDA graphs included). Each phase of a step

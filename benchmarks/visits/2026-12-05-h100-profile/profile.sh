@@ -9,7 +9,7 @@
 #   the raw ceiling replayed from the env's own states and the free-running one, in the same run, and
 #   that ceiling again under each physics option variant in VARIANTS (mujoco_warp overrides; at the
 #   sizes in VARIANT_SIZES, default 1024: each new solver or broadphase compiles its kernels once);
-# - `python -m soaklab.bench.env_profile`: the kernel census of each phase under the torch profiler.
+# - `python benchmarks/visits/2026-12-05-h100-profile/env_profile.py`: the kernel census of each phase under the torch profiler.
 # Everything packs into $OUT/profile.tgz after each size, so a visit cut short keeps what finished.
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
@@ -27,7 +27,7 @@ for n in ${SIZES:-1024 4096}; do
   python3 -m soaklab bench backend --backends mjwarp --num-envs "$n" --warmup 20 --iters 100 \
     --physics-variants "$v" --output "$logs/backend_$n.json" >"$logs/backend_$n.log" 2>&1 || tail -3 "$logs/backend_$n.log"
   stage "the kernel census at $n envs"
-  python3 -m soaklab.bench.env_profile --num-envs "$n" --steps "${STEPS:-30}" --output "$logs/profile_$n.json" \
+  python3 benchmarks/visits/2026-12-05-h100-profile/env_profile.py --num-envs "$n" --steps "${STEPS:-30}" --output "$logs/profile_$n.json" \
     2>&1 | tee "$logs/profile_$n.log" | grep env_profile
   pack
 done

@@ -11,7 +11,7 @@
   windows left out). A period shorter than the median counts as negative: pipelined work that the
   checkpoint let catch up is not counted twice.
 
-    .venv/bin/python -m soaklab.bench.checkpoint_cost RUN_DIR [RUN_DIR ...] --out cost.json
+    .venv/bin/python benchmarks/visits/2026-12-05-h100-resume/checkpoint_cost.py RUN_DIR [RUN_DIR ...] --out cost.json
 """
 
 from __future__ import annotations

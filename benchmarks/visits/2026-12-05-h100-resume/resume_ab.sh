@@ -4,7 +4,7 @@
 #
 #   OUT=/root/resume-out bash scripts/gpu/bootstrap.sh bash benchmarks/visits/2026-12-05-h100-resume/resume_ab.sh
 #
-# 1. the mujoco_warp kernels compiled once (src/soaklab/bench/warmup.py), the CUDA MPS daemon started,
+# 1. the mujoco_warp kernels compiled once (scripts/gpu/warmup.py), the CUDA MPS daemon started,
 #    the kernel cache packed into $OUT at once;
 # 2. side by side, in two copies of the checkout:
 #    - `record`: `soaklab record update gpu-learning`, the three seeds unbroken with today's code;
@@ -14,7 +14,7 @@
 #      run from its checkpoint at 2000; then `snakemake reproduce` of gpu-learning there, against
 #      the record just made: the A/B of a kill and resume against the unbroken runs;
 # 3. the cost: one run alone on the GPU (seed 1, a checkpoint every COST_INTERVAL = 500 iterations,
-#    COST_ITERATIONS = 3000), read by src/soaklab/bench/checkpoint_cost.py.
+#    COST_ITERATIONS = 3000), read by benchmarks/visits/2026-12-05-h100-resume/checkpoint_cost.py.
 # Each stage packs its evidence into $OUT as it ends (resume.tgz), so what finished comes home even
 # if a later stage does not. Start it detached and collect $OUT with calls that follow each other.
 set -uo pipefail
@@ -33,7 +33,7 @@ pack() { cp "$work"/*.log "$work/pack/" 2>/dev/null; tar -C "$work/pack" -czf "$
 stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl >"$work/assets.log" 2>&1 \
   || { cat "$work/assets.log"; exit 2; }
-python3 -m soaklab.bench.warmup --worlds 1024 --out "$work/pack/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
+python3 scripts/gpu/warmup.py --worlds 1024 --out "$work/pack/ceiling.json" >"$work/warmup.log" 2>&1 || tail -5 "$work/warmup.log"
 python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exit 2; }
 if [ -d ~/.cache/warp ]; then
   tar -C ~/.cache -czf - warp | split -b 15M -d - "$out/warpcache.tgz.part." && stage "packed the kernel cache"
@@ -73,7 +73,7 @@ cost=$work/cost-run
    --skip-post-training training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 \
    algo.num_envs=1024 "algo.max_iterations=${COST_ITERATIONS:-3000}" "algo.save_interval=${COST_INTERVAL:-500}" \
    "training.log_dir=$cost" >"$work/cost-train.log" 2>&1; echo "cost run: exit $?")
-python3 -m soaklab.bench.checkpoint_cost "$cost" --steady-from 1000 --out "$work/pack/checkpoint-cost.json" \
+python3 benchmarks/visits/2026-12-05-h100-resume/checkpoint_cost.py "$cost" --steady-from 1000 --out "$work/pack/checkpoint-cost.json" \
   --source "one FlashSAC G1 run alone on one $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS, 1024 envs, MJWarp (benchmarks/visits/2026-12-05-h100-resume/resume_ab.sh)" \
   >"$work/cost.log" 2>&1; cat "$work/cost.log"
 cp "$cost/run_summary.json" "$work/pack/cost-run_summary.json" 2>/dev/null

@@ -36,14 +36,14 @@ printf '%s\n' "seeds: $seeds" "minutes: $minutes" "recipe: ${recipe[*]}" "sharin
 python3 -m soaklab assets pull --robot g1 --source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl \
   >"$logs/assets.log" 2>&1 || { cat "$logs/assets.log"; exit 2; }
 stage "warm-up: compile mujoco_warp's kernels, time the raw ceiling"
-python3 -m soaklab.bench.warmup --worlds 1024 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -5 "$logs/warmup.log"
+python3 scripts/gpu/warmup.py --worlds 1024 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -5 "$logs/warmup.log"
 python3 -m soaklab mps start >"$logs/mps.log" 2>&1 || { cat "$logs/mps.log"; exit 2; }
 
 stage "train seeds $seeds side by side, $minutes minutes each"
 for seed in $seeds; do
   label=seed$seed
   date +%s >"$logs/$label.started"
-  (python3 -m soaklab.bench.g1_learning run --algo flashsac --sim mjwarp --minutes "$minutes" --label "$label" \
+  (python3 scripts/gpu/g1_learning.py run --algo flashsac --sim mjwarp --minutes "$minutes" --label "$label" \
      --out "$logs" --keep-log --keep-run "$work/run-$label" "${sharing[@]}" "${recipe[@]}" \
      algo.seed="$seed" env.seed="$seed" >"$logs/$label.bench.log" 2>&1
    echo "train $label: exit $?"; tail -1 "$logs/$label.bench.log"

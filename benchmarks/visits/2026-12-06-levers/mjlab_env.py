@@ -6,7 +6,7 @@ timed between two CUDA events (medians), as `soaklab bench backend` times soakla
 JSON has the command, machine, versions, commit and the medians. Stage mjlab as
 scripts/gpu/README.md says, then run it beside soaklab's probe in the same visit:
 
-    python3 -m soaklab.bench.mjlab_env --num-envs 4096 --out mjlab_env_4096.json
+    python3 benchmarks/visits/2026-12-06-levers/mjlab_env.py --num-envs 4096 --out mjlab_env_4096.json
     python3 -m soaklab bench backend --backends mjwarp --num-envs 4096 --output backend_4096.json
 """
 
@@ -18,10 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from soaklab.bench.mjlab_ppo import _version, check_paths, import_mjlab, tracking_env_cfg
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.host.info import git_state, host_record, versions
+
+# mjlab's PPO driver lives in scripts/gpu/ (stage_mjlab.sh stages its wheels); this one-off reads its helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts" / "gpu"))
+from mjlab_ppo import _version, check_paths, import_mjlab, tracking_env_cfg  # noqa: E402
 
 
 def step_times(env: Any, num_envs: int, num_actions: int, warmup: int, iters: int, seed: int) -> list[float]:
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     env.close()
     step_ms = statistics.median(times)
     record = {
-        "kind": "mjlab_env", "command": " ".join(["python3 -m soaklab.bench.mjlab_env", *(argv or sys.argv[1:])]),
+        "kind": "mjlab_env", "command": " ".join(["python3 benchmarks/visits/2026-12-06-levers/mjlab_env.py",
+                                             *(argv or sys.argv[1:])]),
         "host": host_record(), "versions": {**versions(), "mjlab": _version("mjlab")}, "git": git_state(),
         "settings": {"device": args.device, "num_envs": args.num_envs, "warmup": args.warmup, "iters": args.iters,
                      "seed": args.seed, "motion": str(args.motion), "actions": "uniform in [-1, 1]",

@@ -6,10 +6,10 @@
 #
 # The checkout is the lever's tree: the baseline is the same tree with the lever's patch (LEVER_PATCH)
 # taken back out (`git apply -R`). Stages, each packed into $OUT/visit.tgz as it ends:
-# 1. mujoco_warp's kernels compiled, the raw physics ceiling at 1024 and 4096 worlds (bench.warmup);
+# 1. mujoco_warp's kernels compiled, the raw physics ceiling at 1024 and 4096 worlds (scripts/gpu/warmup.py);
 # 2. the env step alone, baseline and lever alternated (ABAB) at AB_SIZES envs (default 1024 4096), REPEATS
 #    times (default 2; bench backend);
-# 3. mjlab's own tracking env stepped alone on the same clip at 4096 envs (bench.mjlab_env; its wheels
+# 3. mjlab's own tracking env stepped alone on the same clip at 4096 envs (mjlab_env.py here; its wheels
 #    carried to /root/mjlab-wheels in a call of their own; MJLAB_SIZES, default "4096 1024", empty skips),
 #    with soaklab's env beside it from stage 2;
 # 4. RECORDS (default gpu-soak-1024 gpu-throughput-4096) made with the lever's tree by
@@ -30,7 +30,7 @@ rm -rf /root/ab-base && cp -a "$here/." /root/ab-base && (cd /root/ab-base && gi
   || { echo "visit: $patch does not come back out of the tree" >&2; exit 2; }
 
 stage "compile mujoco_warp's kernels; the raw ceiling"
-python3 -m soaklab.bench.warmup --worlds 1024,4096 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -3 "$logs/warmup.log"
+python3 scripts/gpu/warmup.py --worlds 1024,4096 --out "$logs/ceiling.json" >"$logs/warmup.log" 2>&1 || tail -3 "$logs/warmup.log"
 pack
 
 for rep in $(seq 1 "${REPEATS:-2}"); do
@@ -56,7 +56,7 @@ if [ -n "$mjlab_sizes" ]; then
     resources/assets/cache/mjlab-1.6.0-py3-none-any.whl /root/mjlab-wheels/*.whl >"$logs/mjlab-pip.log" 2>&1 \
     || tail -3 "$logs/mjlab-pip.log"
   for n in $mjlab_sizes; do
-    PYTHONPATH=/root/site:/root/mjlab-site:$here/src python3 -m soaklab.bench.mjlab_env --num-envs "$n" \
+    PYTHONPATH=/root/site:/root/mjlab-site:$here/src python3 benchmarks/visits/2026-12-06-levers/mjlab_env.py --num-envs "$n" \
       --out "$logs/mjlab_env_$n.json" >"$logs/mjlab_env_$n.log" 2>&1 || tail -5 "$logs/mjlab_env_$n.log"
     tail -1 "$logs/mjlab_env_$n.log"
   done
@@ -70,7 +70,7 @@ LEARNING=0 EVALUATE=0 RECORDS=$records bash scripts/gpu/records.sh 2>&1 | tee "$
 find /root/records-work/record/results -name run_summary.json >"$logs/run-dirs.txt" 2>/dev/null
 while read -r summary; do  # the records keep metrics, not run dirs: the phases are read here
   run=$(dirname "$summary"); name=$(basename "$(dirname "$run")")
-  python3 -m soaklab.bench.gpu_phases "$run" --out "$logs/phases-$name.json" \
+  python3 scripts/gpu/gpu_phases.py "$run" --out "$logs/phases-$name.json" \
     --source "issue 49 levers visit, $name" >"$logs/phases-$name.log" 2>&1 || tail -2 "$logs/phases-$name.log"
 done <"$logs/run-dirs.txt"
 pack

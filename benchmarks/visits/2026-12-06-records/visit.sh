@@ -41,7 +41,7 @@ pack
 
 for n in ${LIBRARY_SIZES-1024}; do
   stage "library against one clip, $n envs"
-  python3 -m soaklab.bench.library_step --num-envs "$n" --out "$logs/library_step_$n.json" \
+  python3 benchmarks/visits/2026-12-03-h200-library-streams/library_step.py --num-envs "$n" --out "$logs/library_step_$n.json" \
     >"$logs/library_step_$n.log" 2>&1 || tail -3 "$logs/library_step_$n.log"
   grep -h "library_step" "$logs/library_step_$n.log"
 done

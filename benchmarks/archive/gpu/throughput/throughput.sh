@@ -27,7 +27,7 @@ if [ -n "${RUNS-flashsac:1024:3000}" ]; then
       training.cuda_process_sharing=mps "algo.num_envs=$envs" "algo.max_iterations=$iters" \
       algo.save_interval=100000 "training.log_dir=$dir" >"$logs/train_$name.log" 2>&1 || status=1
     tail -2 "$logs/train_$name.log"
-    python3 -m soaklab.bench.gpu_phases "$dir" --out "$out/phases_$name.json" --steady-from $((iters / 3)) \
+    python3 scripts/gpu/gpu_phases.py "$dir" --out "$out/phases_$name.json" --steady-from $((iters / 3)) \
       --source "soaklab train --algo $algo --sim mjwarp algo.num_envs=$envs (benchmarks/archive/gpu/throughput/throughput.sh)" \
       >>"$logs/train_$name.log" 2>&1 || status=1
     cp "$dir/run_summary.json" "$logs/run_summary_$name.json" 2>/dev/null
