@@ -2,9 +2,10 @@
 
 For each backend the probe runs the G1 env with random actions and times each
 phase of an iteration. In the same run it measures the raw physics ceiling the env
-is measured against. MuJoCo: every MjData is restored to the state the probe
+is measured against. Which probe a backend gets follows its placement in the catalogue, never its
+name. Host bridge (MuJoCo): every MjData is restored to the state the probe
 started from and the recorded controls and resets are replayed through the same
-MjData and thread pool with no task terms. MJWarp: the same worlds and per-world
+MjData and thread pool with no task terms. Device resident (MJWarp): the same worlds and per-world
 sizes step `decimation` plain mujoco_warp steps captured in one CUDA graph,
 started from the states the env itself stepped from (each timed iteration's
 qpos, qvel, solver warm start and controls are recorded and restored), since the
@@ -37,6 +38,7 @@ import torch
 
 from soaklab.bench.finite_cost import finite_check_cost
 from soaklab.bench.timing import warp_replay_ms
+from soaklab.catalogue import BACKENDS, DEVICE_RESIDENT, HOST_BRIDGE, TASKS
 from soaklab.config.compose import compose
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
@@ -45,7 +47,7 @@ from soaklab.tasks.env import EnvSpec
 from soaklab.tasks.registry import make_env
 
 SCHEMA_VERSION = 1
-BACKENDS = ("mujoco", "mjwarp")
+TASK = "g1_motion_tracking"  # the env every probe steps
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,14 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 
 
-def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
+def probe_host(name: str, s: ProbeSettings) -> dict[str, Any]:
+    """A host-bridge backend's env, phases timed on the wall clock; then the raw ceiling: the
+    recorded controls and resets replayed through the same MjData with no task."""
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     if s.threads is not None:
         overrides.append(f"env.num_threads={s.threads}")
-    run = compose("sac", "g1_motion_tracking", "mujoco", overrides).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), s.scene)
+    run = compose("sac", TASK, name, overrides).run
+    env = make_env(TASK, run, EnvSpec.of(run), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator().manual_seed(s.seed)
     env.reset()
@@ -133,7 +137,7 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
     env_rate = s.num_envs / (iteration_ms / 1e3)
     ceiling = s.num_envs / (raw_ms / 1e3)
     return {
-        "backend": "mujoco",
+        "backend": name,
         "num_envs": s.num_envs,
         "threads": backend.num_threads,
         "decimation": backend.decimation,
@@ -162,16 +166,17 @@ def solver_counts(samples: list[torch.Tensor], limit: int) -> dict[str, Any]:
             "slowest_world_max": int(counts.max()), "at_limit_share": float((counts >= limit).double().mean())}
 
 
-def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
-    """The env on MJWarp, phases timed with CUDA events; then, in the same run and on the same
-    worlds and sizes, the raw ceiling: `decimation` mujoco_warp steps in one CUDA graph, no task."""
+def probe_device(name: str, s: ProbeSettings) -> dict[str, Any]:
+    """A device-resident backend's env (MJWarp: it reads mujoco_warp's Data and graphs), phases timed
+    with CUDA events; then, in the same run and on the same worlds and sizes, the raw ceiling:
+    `decimation` mujoco_warp steps in one CUDA graph, no task."""
     import warp as wp
 
     if not torch.cuda.is_available():
-        raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
+        raise InvalidInput(f"--backends {name}: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
-    run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run, "cuda"), s.scene)
+    run = compose("sac", TASK, name, overrides).run
+    env = make_env(TASK, run, EnvSpec.of(run, "cuda"), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator(device="cuda").manual_seed(s.seed)
 
@@ -253,7 +258,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
     env_rate = s.num_envs / (iteration_ms / 1e3)
     ceiling = s.num_envs / (raw_ms / 1e3)
     return {
-        "backend": "mjwarp",
+        "backend": name,
         "num_envs": s.num_envs,
         "decimation": backend.decimation,
         "nconmax": backend.nconmax,
@@ -344,13 +349,17 @@ def physics_variant(backend: Any, changes: tuple[str, ...], replayed: Any) -> di
         return {"changes": list(changes), "error": f"{type(exc).__name__}: {exc}"}
 
 
-PROBES = {"mujoco": probe_mujoco, "mjwarp": probe_mjwarp}
+# Each probe times what its placement keeps where (soaklab.catalogue): the host's MjData or the device's.
+PROBES = {HOST_BRIDGE: probe_host, DEVICE_RESIDENT: probe_device}
 
 
 def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: list[str]) -> dict[str, Any]:
-    unknown = [b for b in backends if b not in BACKENDS]
+    valid = TASKS[TASK].backends
+    unknown = [b for b in backends if b not in valid]
     if unknown:
-        raise InvalidInput(f"--backends {unknown[0]}: unknown backend; valid: {', '.join(BACKENDS)}")
+        raise InvalidInput(f"--backends {unknown[0]}: unknown backend; valid: {', '.join(valid)}")
+    on_device = [b for b in backends if BACKENDS[b].placement == DEVICE_RESIDENT]
+    device_names = " or ".join(b for b in valid if BACKENDS[b].placement == DEVICE_RESIDENT)
     for flag, value in (("--num-envs", settings.num_envs), ("--iters", settings.iters)):
         if value < 1:
             raise InvalidInput(f"{flag} {value}: must be >= 1")
@@ -362,19 +371,19 @@ def run_probe(backends: list[str], settings: ProbeSettings, output: Path, argv: 
     bad_caps = [c for c in settings.solver_caps if c < 1]
     if bad_caps:
         raise InvalidInput(f"--solver-caps {bad_caps[0]}: each cap must be >= 1 solver iteration")
-    if settings.solver_caps and "mjwarp" not in backends:
-        raise InvalidInput("--solver-caps: measured on the MJWarp ceiling only; add --backends mjwarp")
-    if settings.physics_variants and "mjwarp" not in backends:
-        raise InvalidInput("--physics-variants: measured on the MJWarp ceiling only; add --backends mjwarp")
+    if settings.solver_caps and not on_device:
+        raise InvalidInput(f"--solver-caps: measured on the MJWarp ceiling only; add --backends {device_names}")
+    if settings.physics_variants and not on_device:
+        raise InvalidInput(f"--physics-variants: measured on the MJWarp ceiling only; add --backends {device_names}")
     if settings.threads is not None and settings.threads < 1:
         raise InvalidInput(f"--threads {settings.threads}: must be >= 1")
-    if "mjwarp" in backends and not torch.cuda.is_available():
-        raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
+    if on_device and not torch.cuda.is_available():
+        raise InvalidInput(f"--backends {on_device[0]}: needs an NVIDIA GPU (CUDA is not available here)")
     results = []
     for backend in backends:
         print(f"bench: {backend} {settings.num_envs} envs, {settings.warmup} warmup + {settings.iters} iterations",
               flush=True)
-        result = PROBES[backend](settings)
+        result = PROBES[BACKENDS[backend].placement](backend, settings)
         results.append(result)
         print(f"bench: {backend}: {result['throughput_env_control_steps_per_s']:.0f} env-steps/s, raw ceiling "
               f"{result['raw_physics_ceiling_env_steps_per_s']:.0f} ({result['env_over_ceiling']:.1%}); finiteness "
