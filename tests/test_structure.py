@@ -1,5 +1,6 @@
 """The import graph: no package cycles, no module cycles inside a package, the soak monitor and the
-configuration never import the runtime, and the settings contract is a leaf (docs/architecture.md)."""
+configuration never import the runtime, and the settings contract is a leaf; and no code outside the
+catalogue and sim/ tells backends apart by name (docs/architecture.md)."""
 
 from __future__ import annotations
 
