@@ -1,5 +1,6 @@
 """The import graph: no package cycles, no module cycles inside a package, the soak monitor and the
-configuration never import the runtime, and the settings contract is a leaf (docs/architecture.md)."""
+configuration never import the runtime, and the settings contract is a leaf; and no code outside the
+catalogue and sim/ tells backends apart by name (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ast
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -221,12 +224,121 @@ def test_the_workflow_schema_lists_no_name_of_the_catalogue():
 
 
 def test_every_reference_of_the_catalogue_loads():
-    from soaklab.catalogue import ALGORITHMS, TASKS, load
+    from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS, load
 
     for algo in ALGORITHMS.values():
         assert callable(load(algo.config)) and callable(load(algo.agent)), algo.name
     for task in TASKS.values():
         assert callable(load(task.builder)), task.name
+    for backend in BACKENDS.values():  # a class, built by soaklab.sim.build_stepper
+        assert isinstance(load(backend.stepper), type) and callable(load(backend.stepper).build), backend.name
+
+
+# The rooms that may compare a backend's name: the catalogue declares it, sim/ holds the backends.
+# Everything else reads the entry's facts (stepper, placement, versions).
+NAME_ROOMS = ("catalogue", "sim")
+COMPARISONS = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def name_dispatch(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """(line, code) of each place `tree` tells backends apart by name: a comparison (==, !=, is, in)
+    with a literal name or a literal tuple, list or set holding one; a dict literal keyed by names
+    only (a dispatch table); a `case "name":`. A variable bound to a name, or to a tuple, list or set
+    of names only, counts as the literal."""
+    def named(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value in names
+
+    aliases = {target.id for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign))
+               and node.value is not None
+               and (named(node.value) or (isinstance(node.value, (ast.Tuple, ast.List, ast.Set)) and node.value.elts
+                                          and all(named(e) for e in node.value.elts)))
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+               if isinstance(target, ast.Name)}
+
+    def holds_name(node: ast.AST) -> bool:
+        if named(node) or (isinstance(node, ast.Name) and node.id in aliases):
+            return True
+        return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(named(e) for e in node.elts)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            hit = any(isinstance(op, COMPARISONS) for op in node.ops) and any(
+                holds_name(side) for side in (node.left, *node.comparators))
+        elif isinstance(node, ast.Dict):
+            hit = bool(node.keys) and all(key is not None and named(key) for key in node.keys)
+        else:
+            hit = isinstance(node, ast.MatchValue) and named(node.value)
+        if hit:
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def workflow_python(path: Path) -> tuple[ast.AST, dict[int, int]]:
+    """A Snakefile or rule file as the Python Snakemake runs (parsed by Snakemake's own parser), and
+    the map from that code's lines back to the file's."""
+    from types import SimpleNamespace
+
+    from snakemake import parser
+
+    class Source:
+        def get_path_or_uri(self, secret_free: bool = True) -> str:
+            return str(path)
+
+    linemap: dict[int, int] = {}
+    workflow = SimpleNamespace(sourcecache=SimpleNamespace(open=lambda source: path.open()))
+    code, _ = parser.parse(Source(), workflow, linemap)
+    return ast.parse(code), linemap
+
+
+def backend_name_dispatch() -> list[str]:
+    """'file:line: code' of each backend-name comparison outside NAME_ROOMS, in the package (bench/
+    included) and the workflow (the Snakefile and its rule files)."""
+    from soaklab.catalogue import BACKENDS
+
+    names = set(BACKENDS)
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if room(path) not in NAME_ROOMS:
+            found += [f"{path.relative_to(REPO)}:{line}: {code}"
+                      for line, code in name_dispatch(ast.parse(path.read_text()), names)]
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow").rglob("*.smk"))]:
+        tree, linemap = workflow_python(path)
+        found += [f"{path.relative_to(REPO)}:{linemap.get(line, line)}: {code}"
+                  for line, code in name_dispatch(tree, names)]
+    return found
+
+
+def test_no_code_outside_the_catalogue_and_sim_compares_a_backends_name():
+    """A new backend is its module under sim/ and its catalogue entry: tasks, evaluation, the DAG's
+    GPU reservation, host info and records read the entry's stepper, placement and versions, never
+    its name (docs/architecture.md, "How to add a simulator backend")."""
+    offenders = backend_name_dispatch()
+    assert offenders == [], "compares a backend's name; read its catalogue entry instead:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(("code", "line"), [
+    ('if sim == "mjwarp":\n    pass\n', 1),
+    ('ok = "mujoco" != run["sim"]\n', 1),
+    ('gpu = sim in ("cuda", "mjwarp")\n', 1),
+    ('GPU_SIMS = {"mjwarp"}\nuse = sim not in GPU_SIMS\n', 2),
+    ('WARP = "mjwarp"\nuse = sim is WARP\n', 2),
+    ('x = 1\nPROBES = {"mujoco": f, "mjwarp": g}\n', 2),
+    ('match sim:\n    case "mjwarp":\n        pass\n', 2),
+])
+def test_the_name_check_finds_each_form_of_dispatch(code, line):
+    """The check can fail: each form is found once, at its line."""
+    assert [found for found, _ in name_dispatch(ast.parse(code), {"mujoco", "mjwarp"})] == [line]
+
+
+def test_the_name_check_passes_what_reads_the_entry():
+    """Reading the catalogue's facts, defaults, versions keyed among other packages and messages are
+    not dispatch by name."""
+    code = ('use = BACKENDS[sim].placement == DEVICE_RESIDENT\n'
+            'def play(sim: str = "mujoco") -> None: ...\n'
+            'found = {"python": "3.11", "mujoco": "3.3"}\n'
+            'raise ValueError(f"sim {sim}: evaluate with --sim mujoco")\n')
+    assert name_dispatch(ast.parse(code), {"mujoco", "mjwarp"}) == []
 
 
 def test_the_catalogue_is_standard_library_only():

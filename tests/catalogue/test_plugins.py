@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,10 @@ def test_every_built_in_entry_holds_to_the_checks_a_plugins_entries_pass():
     from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS, _entry_error
 
     assert [_entry_error(entry) for table in (ALGORITHMS, TASKS, BACKENDS) for entry in table.values()] == [None] * 6
+    # A backend's stepper is a "module:Class" reference, held to the form a task's builder is.
+    dotted = replace(BACKENDS["mujoco"], stepper="soaklab.sim.mujoco_cpu.MujocoBackend")
+    assert _entry_error(dotted) == ("backend 'mujoco': stepper must be a \"module:name\" reference, "
+                                    "not 'soaklab.sim.mujoco_cpu.MujocoBackend'")
 
 
 def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):

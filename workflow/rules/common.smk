@@ -181,9 +181,11 @@ def overrides_of(wildcards):
 
 
 def uses_gpu(wildcards):
-    """A GPU run: the MuJoCo Warp owners train on cuda, and any run whose device override says so."""
+    """A GPU run: one on a device-resident backend (its catalogue entry's placement: MuJoCo Warp
+    trains on cuda), and any run whose device override says so."""
     device = str(overrides_of(wildcards).get("training.device", ""))
-    return run_of(wildcards)["sim"] == "mjwarp" or device.startswith("cuda")
+    backend = catalogue.BACKENDS.get(run_of(wildcards)["sim"])  # checked at load (_check_run_names)
+    return (backend is not None and backend.placement == catalogue.DEVICE_RESIDENT) or device.startswith("cuda")
 
 
 def soak_gpus(wildcards):

@@ -2,9 +2,11 @@
 
 Each entry carries plain facts (spaces, reward terms, whether it needs assets, where a backend keeps
 its state, which backends a task runs on) and "module:name" references to its typed config and its
-builder, imported only when used. Every dispatch on these names reads this module: the agent
-factory, the env builder, the settings contract, the CLI choices, record plans, evaluation; and
-tests/test_structure.py holds the JSON Schema enums, the Snakefile and the owner YAML tree to it.
+builder or stepper, imported only when used. Every dispatch on these names reads this module: the
+agent factory, the env builder, the stepper a task steps, the settings contract, the CLI choices,
+record plans and compared versions, evaluation, the DAG's GPU reservation; and
+tests/test_structure.py holds the JSON Schema enums, the Snakefile and the owner YAML tree to it, and
+fails on a backend's name compared anywhere outside this module and soaklab.sim.
 
 Standard library only: the settings contract (a leaf) and the Snakefile (which loads this file by
 path before soaklab is importable) read it too. docs/architecture.md, "How to add ...", says which
@@ -43,6 +45,9 @@ class Algorithm:
 @dataclass(frozen=True)
 class Backend:
     name: str
+    # "module:Class": the stepper; every task builds it through soaklab.sim.build_stepper, with
+    # Class.build(model, num_envs, decimation, device=..., num_threads=...)
+    stepper: str
     placement: str  # HOST_BRIDGE or DEVICE_RESIDENT (soaklab.contract.devices)
     versions: tuple[str, ...]  # the software versions a record of a run on it is compared on
     module: str | None = None  # a Python module it needs beyond the base install (its extra)
@@ -71,8 +76,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
 )}
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("mujoco", HOST_BRIDGE, ("torch", "mujoco")),
-    Backend("mjwarp", DEVICE_RESIDENT, ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp"),
+    Backend("mujoco", "soaklab.sim.mujoco_cpu:MujocoBackend", HOST_BRIDGE, ("torch", "mujoco")),
+    Backend("mjwarp", "soaklab.sim.mjwarp:MjwarpBackend", DEVICE_RESIDENT,
+            ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp"),
 )}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
@@ -131,7 +137,7 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
             return "must be a tuple of distinct names"
         if not all(isinstance(name, str) and NAME.match(name) for name in names):
             return f"must be {'a name' if field == 'name' else 'names'} like 'my_task' ({NAME.pattern})"
-    elif field in ("config", "agent", "builder"):
+    elif field in ("config", "agent", "builder", "stepper"):
         if not (isinstance(value, str) and REFERENCE.match(value)):
             return "must be a \"module:name\" reference"
     elif field in ("actor_obs", "critic_obs", "action"):
@@ -225,6 +231,15 @@ _add_plugins()
 
 def tracking_tasks() -> tuple[str, ...]:
     return tuple(name for name, task in TASKS.items() if task.tracking)
+
+
+def compared_versions() -> tuple[str, ...]:
+    """Every version a run can be compared on: python, then each backend's `versions` in catalogue
+    order, once each (host info records them; a record of a sim it does not know compares them all)."""
+    names = ["python"]
+    for backend in BACKENDS.values():
+        names.extend(name for name in backend.versions if name not in names)
+    return tuple(names)
 
 
 def load(reference: str) -> Any:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from soaklab.catalogue import compared_versions
 
 
 def _cpuinfo(field: str) -> str | None:
@@ -65,18 +68,18 @@ def git_state(cwd: Path | None = None) -> dict[str, Any]:
 
 
 def versions() -> dict[str, str | None]:
-    import mujoco
-    import torch
-
+    """The interpreter's, soaklab's and each package a backend's runs are compared on (every catalogue
+    entry's `versions`, soaklab.catalogue.compared_versions): a module's __version__, None where it
+    is not installed."""
     import soaklab
 
-    found: dict[str, str | None] = {"python": sys.version.split()[0], "torch": torch.__version__,
-                                    "mujoco": mujoco.__version__, "soaklab": soaklab.__version__}
-    for name in ("warp", "mujoco_warp"):
+    found: dict[str, str | None] = {"python": sys.version.split()[0], "soaklab": soaklab.__version__}
+    for name in compared_versions():
+        if name in found:
+            continue
         try:
-            module = __import__(name)
-            found[name] = getattr(module, "__version__", "unknown")
-        except ImportError:
+            found[name] = getattr(importlib.import_module(name), "__version__", "unknown")
+        except (ImportError, TypeError, ValueError):  # not installed, or not a module's name
             found[name] = None
     return found
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from soaklab.catalogue import BACKENDS, TASKS, tracking_tasks
+from soaklab.catalogue import BACKENDS, DEVICE_RESIDENT, TASKS, tracking_tasks
 from soaklab.errors import InvalidInput
 from soaklab.policy.trained import TrainedRun
 
@@ -66,9 +66,10 @@ def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
 
 
 def sim_device(sim: str) -> str:
-    """Where `sim` steps: MuJoCo on the CPU; MuJoCo Warp on the GPU, or on warp's CPU device where
-    there is none (the same float32 physics, compiled for the host: slower, never different)."""
-    return "cuda" if sim == "mjwarp" and torch.cuda.is_available() else "cpu"
+    """Where `sim` steps, by its entry's placement: a host backend (MuJoCo) on the CPU; a
+    device-resident one (MuJoCo Warp) on the GPU, or on warp's CPU device where there is none (the
+    same float32 physics, compiled for the host: slower, never different)."""
+    return "cuda" if BACKENDS[sim].placement == DEVICE_RESIDENT and torch.cuda.is_available() else "cpu"
 
 
 class OnnxPolicy:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from soaklab.catalogue import BACKENDS
+from soaklab.catalogue import BACKENDS, compared_versions
 from soaklab.config.run_config import recorded_run
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
@@ -31,8 +31,9 @@ SNAPSHOT_VERSION = 1
 EXACT_PREFIXES = ("Train/", "Loss/")
 # Logged iterations averaged into a learning figure (at 1024 envs, 0.2 M env steps before the count).
 LEARNING_WINDOW = 200
-# Versions that decide whether two runs can be compared at all (python by major.minor).
-COMPARED_VERSIONS = ("python", "torch", "mujoco", "warp", "mujoco_warp")
+# Versions that decide whether two runs can be compared at all (python by major.minor): python and
+# every backend's `versions` (soaklab.catalogue; the built-ins': python, torch, mujoco, warp, mujoco_warp).
+COMPARED_VERSIONS = compared_versions()
 # What a run's figures can depend on, by its sim: a MuJoCo run never imports warp, so whether warp is
 # installed beside it (the CPU set-up has it, for sim-to-sim evaluation) says nothing about them; its
 # floats are torch's and MuJoCo's kernels', not the interpreter's (docs/records.md, "Numerics profiles").

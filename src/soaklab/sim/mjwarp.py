@@ -31,7 +31,7 @@ import mujoco
 import numpy as np
 import torch
 
-from soaklab.errors import RuntimeFailure
+from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.sim import diagnostics
 
 DEFAULT_NCONMAX = 48
@@ -70,6 +70,16 @@ class MjwarpBackend:
     """Device-resident backend: state lives in GPU memory, exposed as zero-copy torch views."""
 
     backend_type = "mjwarp"
+
+    @classmethod
+    def build(cls, model: mujoco.MjModel, num_envs: int, decimation: int, *, device: str,
+              num_threads: int | None) -> MjwarpBackend:
+        """The catalogue's stepper (soaklab.sim.build_stepper): the task's tensors live where warp's
+        arrays do, the GPU or warp's CPU device (evaluation on a machine without one); host threads
+        do not apply."""
+        if torch.device(device).type not in ("cuda", "cpu"):
+            raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU or the CPU, not {device}")
+        return cls(model, num_envs, decimation, device=str(device))
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, device: str = "cuda:0",
                  nconmax: int = DEFAULT_NCONMAX, njmax: int = DEFAULT_NJMAX, use_graph: bool = True) -> None:

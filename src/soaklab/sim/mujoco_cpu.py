@@ -35,6 +35,13 @@ class MujocoBackend:
 
     backend_type = "mujoco"
 
+    @classmethod
+    def build(cls, model: mujoco.MjModel, num_envs: int, decimation: int, *, device: str,
+              num_threads: int | None) -> MujocoBackend:
+        """The catalogue's stepper (soaklab.sim.build_stepper): host threads, whatever device the
+        task's tensors live on (it reads the host buffer through views and moves what it needs)."""
+        return cls(model, num_envs, decimation, num_threads)
+
     def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, num_threads: int | None = None) -> None:
         self.model = model
         self.num_envs = num_envs

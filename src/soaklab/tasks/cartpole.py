@@ -15,7 +15,7 @@ import mujoco
 import torch
 
 from soaklab.contract.sections import RunConfig
-from soaklab.sim.mujoco_cpu import MujocoBackend
+from soaklab.sim import build_stepper
 from soaklab.tasks.env import EnvSpec, StepResult
 from soaklab.tasks.metrics import reward_terms
 from soaklab.tasks.rng import ManagerRng
@@ -72,12 +72,13 @@ class CartpoleSwingupEnv:
     spaces = SPACES
 
     def __init__(self, cfg: SwingupConfig, num_envs: int, seed: object, num_threads: int | None = None,
-                 episode_length_s: float = 5.0, device: str | torch.device = "cpu") -> None:
+                 episode_length_s: float = 5.0, device: str | torch.device = "cpu", sim: str = "mujoco") -> None:
         self.cfg = cfg
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.rng = ManagerRng(seed, self.device)
-        self.backend = MujocoBackend(build_model(), num_envs, cfg.decimation, num_threads)
+        self.backend = build_stepper(sim, build_model(), num_envs, cfg.decimation, device=str(self.device),
+                                     num_threads=num_threads)
         self._qpos, self._qvel = self.backend.view("qpos"), self.backend.view("qvel")
         self.max_episode_steps = int(round(episode_length_s / cfg.ctrl_dt))
         self.episode_step = torch.zeros(num_envs, dtype=torch.long, device=self.device)
@@ -148,4 +149,4 @@ class CartpoleSwingupEnv:
 def build(run: RunConfig, spec: EnvSpec, scene: object, compile_terms: bool) -> CartpoleSwingupEnv:
     """The catalogue's builder (soaklab.catalogue.TASKS): no scene, no assets (the model is built here)."""
     return CartpoleSwingupEnv(SwingupConfig.from_config(run.task), spec.num_envs, spec.seed, run.env.num_threads,
-                              run.env.episode_length_s, spec.device)
+                              run.env.episode_length_s, spec.device, spec.sim)

@@ -22,7 +22,7 @@ from soaklab.assets.motion import MotionClip
 from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.host.compile_cache import use_keyed_cache
-from soaklab.sim.mujoco_cpu import MujocoBackend
+from soaklab.sim import build_stepper
 from soaklab.tasks import g1_terms as terms
 from soaklab.tasks import metrics as metrics_table
 from soaklab.tasks.env import BatchedEnv, EnvSpec, StepResult
@@ -170,16 +170,10 @@ class G1MotionTrackingEnv:
         self.device = torch.device(device)
         self.cfg = cfg
         self.rng = ManagerRng(seed, self.device)
-        if sim == "mjwarp":
-            from soaklab.sim.mjwarp import MjwarpBackend
-
-            # The env's tensors live where warp's arrays do: the GPU, or warp's CPU device (evaluation
-            # on a machine without one; soaklab.sim.mjwarp).
-            if self.device.type not in ("cuda", "cpu"):
-                raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU or the CPU, not {self.device}")
-            self.backend: Any = MjwarpBackend(model, num_envs, cfg.decimation, device=str(self.device))
-        else:
-            self.backend = MujocoBackend(model, num_envs, cfg.decimation, num_threads)
+        # The stepper `sim`'s catalogue entry names (a device-resident one keeps its state where the
+        # env's tensors live; a host one steps on `num_threads` host threads).
+        self.backend: Any = build_stepper(sim, model, num_envs, cfg.decimation, device=str(self.device),
+                                          num_threads=num_threads)
         # A device-resident backend resets by mask (no host round trip per step); the host backend by ids.
         self.masked_resets = hasattr(self.backend, "reset_masked")
         dev = self.device
