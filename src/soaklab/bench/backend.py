@@ -71,7 +71,7 @@ def probe_mujoco(s: ProbeSettings) -> dict[str, Any]:
     if s.threads is not None:
         overrides.append(f"env.num_threads={s.threads}")
     run = compose("sac", "g1_motion_tracking", "mujoco", overrides).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), s.scene)
+    env = make_env(run, EnvSpec.of(run), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator().manual_seed(s.seed)
     env.reset()
@@ -171,7 +171,7 @@ def probe_mjwarp(s: ProbeSettings) -> dict[str, Any]:
         raise InvalidInput("--backends mjwarp: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run, "cuda"), s.scene)
+    env = make_env(run, EnvSpec.of(run, "cuda"), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator(device="cuda").manual_seed(s.seed)
 
