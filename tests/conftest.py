@@ -19,7 +19,7 @@ from soaklab.contract.sections import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # Task terms run eager in tests (same function as compiled, without a compile per env size);
-# tests/tasks/test_g1_compile.py checks the compiled path against it.
+# tests/tasks/g1_tracking/test_compile.py checks the compiled path against it.
 os.environ.setdefault("SOAKLAB_TORCH_COMPILE", "0")
 # The suite makes orphaned segments on purpose (tree-wide SIGKILLs) and checks who removes them: a
 # run of another test starting meanwhile would reclaim them first. Only the test of the reclaim at a
@@ -45,9 +45,10 @@ LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "te
                  "tests/rl/test_resume.py", "tests/workflow/test_sweeps.py", "tests/support/test_matrix.py",
                  "tests/rl/test_runtime.py", "tests/workflow/test_records.py", "tests/rl/test_wandb.py",
                  "tests/policy/test_export.py", "tests/bench/test_backend_probe.py", "tests/rl/test_reproducible.py",
-                 "tests/rl/test_ranks.py", "tests/tasks/test_g1_compile.py", "tests/host/test_compile_cache.py",
-                 "tests/assets/test_pull.py", "tests/tasks/test_library.py", "tests/soak/test_diverged.py",
-                 "tests/tasks/test_g1_motion_tracking.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py",
+                 "tests/rl/test_ranks.py", "tests/tasks/g1_tracking/test_compile.py",
+                 "tests/host/test_compile_cache.py", "tests/assets/test_pull.py",
+                 "tests/tasks/g1_tracking/test_library.py", "tests/soak/test_diverged.py",
+                 "tests/tasks/g1_tracking/test_env.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py",
                  "tests/workflow/test_wandb.py")
 
 
@@ -162,7 +163,7 @@ def make_g1(g1_assets):
     def build(num_envs: int, *overrides: str, compile_terms: bool = False, sim: str = "mujoco"):
         # sim=mjwarp without a GPU steps on warp's CPU device (soaklab.sim.mjwarp)
         run = g1_config(num_envs, g1_assets.motion, *overrides, sim=sim)
-        env = make_env("g1_motion_tracking", run, EnvSpec.of(run), g1_assets.scene, compile_terms=compile_terms)
+        env = make_env(run, EnvSpec.of(run), g1_assets.scene, compile_terms=compile_terms)
         made.append(env)
         return env
 

@@ -201,7 +201,11 @@ def test_every_name_of_the_catalogue_is_the_one_the_schemas_the_snakefile_and_th
         algo, _, task, sim = path.relative_to(root).with_suffix("").parts
         assert algo in ALGORITHMS and task in TASKS, path
         assert sim == "base" or sim in TASKS[task].backends, path
-    assert {p.stem for p in (root / "_shared" / "task").glob("*.yaml")} <= set(TASKS)
+    assert not (root / "_shared" / "task").exists()  # a task's defaults live in its folder
+    for task in TASKS.values():  # each built-in task's folder holds the defaults its entry names
+        if task.builder.startswith("soaklab.tasks."):
+            folder = PKG.joinpath(*task.builder.split(":")[0].split(".")[1:]).parent
+            assert task.defaults == str(folder / "defaults.yaml") and (folder / "defaults.yaml").is_file(), task.name
     assert {p.parent.name for p in root.glob("*/config.yaml")} - {"_shared"} <= set(ALGORITHMS)
 
 
@@ -230,6 +234,7 @@ def test_every_reference_of_the_catalogue_loads():
         assert callable(load(algo.config)) and callable(load(algo.agent)), algo.name
     for task in TASKS.values():
         assert callable(load(task.builder)), task.name
+        assert task.resolve is None or callable(load(task.resolve)), task.name
     for backend in BACKENDS.values():  # a class, built by soaklab.sim.build_stepper
         assert isinstance(load(backend.stepper), type) and callable(load(backend.stepper).build), backend.name
 

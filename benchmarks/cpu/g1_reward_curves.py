@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from soaklab.assets.record import assets_record
 from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.config.compose import compose
-from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.rl.logging import EpisodeStats
@@ -41,7 +41,7 @@ def zero_action_baseline(steps: int) -> dict:
     assets = assets_record(MANIFEST)
     run = compose("sac", "g1_motion_tracking", "mujoco",
                   [*OVERRIDES, f"env.motion={json.dumps(assets['motion'])}"]).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]))
+    env = make_env(run, EnvSpec.of(run), Path(assets["scene"]))
     stats = EpisodeStats(env.num_envs)
     env.reset()
     zeros = torch.zeros(env.num_envs, 29)

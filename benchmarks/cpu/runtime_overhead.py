@@ -23,11 +23,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from soaklab.assets.record import assets_record
 from soaklab.bench.backend import ProbeSettings, run_probe
 from soaklab.bench.finished import RunFailed, completed_summary
 from soaklab.config.host import probe_host
 from soaklab.config.resolve import RunRequest, resolve
-from soaklab.config.run_config import assets_record
 from soaklab.host.info import git_state, host_record, versions
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.metrics.tags import ITERATION_TAG
@@ -90,7 +90,7 @@ def same_actions_rate(algo: str, envs: int, iters: int, warmup: int, assets: dic
     spaces = task_spaces("g1_motion_tracking")
     agent = make_agent(algo, spaces.actor_obs, spaces.critic_obs, spaces.action, envs, run.algo,
                        torch.device("cpu"))
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]))
+    env = make_env(run, EnvSpec.of(run), Path(assets["scene"]))
     obs, _ = env.reset()
     steps = []
     for _ in range(warmup + iters):

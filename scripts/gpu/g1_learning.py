@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
+from soaklab.assets.record import assets_record
 from soaklab.bench.budgeted import budget_override, run_budgeted
 from soaklab.bench.finished import RunFailed, completed_summary, report
 from soaklab.config.compose import compose
-from soaklab.config.run_config import assets_record
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import read_json
 from soaklab.host.info import git_state, host_record, versions
@@ -63,7 +63,7 @@ def baseline_env(num_envs: int, overrides: list[str]) -> Any:
     assets = assets_record(MANIFEST)
     run = compose("sac", "g1_motion_tracking", "mujoco",
                   [f"algo.num_envs={num_envs}", *overrides, f"env.motion={json.dumps(assets['motion'])}"]).run
-    return make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(assets["scene"]), compile_terms=False)
+    return make_env(run, EnvSpec.of(run), Path(assets["scene"]), compile_terms=False)
 
 
 def score(env: Any, steps: int, replay: bool) -> dict[str, Any]:

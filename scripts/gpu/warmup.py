@@ -38,7 +38,7 @@ def main() -> int:
     from soaklab.assets.pull import PullRequest, pull_assets
     from soaklab.bench.timing import warp_replay_ms
     from soaklab.config.compose import compose
-    from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model
+    from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model
 
     wheel = next(Path("resources/assets/cache").glob("mjlab-*.whl"))
     manifest = pull_assets(PullRequest(robot="g1", source=str(wheel), motion=None, dest=Path("resources/assets"),

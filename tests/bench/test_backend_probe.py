@@ -84,7 +84,7 @@ def test_physics_options_apply_to_the_real_step_and_are_put_back(g1_assets):
     from soaklab.bench.backend import physics_options
     from soaklab.config.compose import compose
     from soaklab.sim.mjwarp import MjwarpBackend
-    from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model
+    from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model
 
     cfg = TrackingConfig.from_config(compose("flashsac", "g1_motion_tracking", "mujoco", []).config["task"])
     model, _, _ = build_tracking_model(str(g1_assets.scene), cfg)

@@ -345,3 +345,15 @@ def test_a_clashing_plugin_stops_the_dag_in_one_line(project, tmp_path, monkeypa
     assert len(errors) == 1 and errors[0].startswith("soaklab: error: plug-in soaklab_dummy:ENTRIES"), proc.stderr
     assert CLASH_LINE in errors[0]
     assert not (project[1] / "results").exists()
+
+
+def test_a_tasks_checks_are_named_by_a_reference_or_none():
+    """`Task.resolve` is held to the form of every reference: resolution loads and calls it."""
+    from dataclasses import replace
+
+    from soaklab.catalogue import TASKS, _entry_error
+
+    assert _entry_error(TASKS["g1_motion_tracking"]) is None and TASKS["cartpole_swingup"].resolve is None
+    bad = replace(TASKS["cartpole_swingup"], resolve="checks.py")
+    assert _entry_error(bad) == ("task 'cartpole_swingup': resolve must be None or a \"module:name\" reference, "
+                                 "not 'checks.py'")

@@ -46,4 +46,4 @@ def test_a_section_takes_exactly_its_fields():
     with pytest.raises(ValueError, match="unknown algo 'ppo'"):
         algo_config("ppo", algo)
     with pytest.raises(ValueError, match="missing"):  # sac's section lacks FlashSAC's own keys
-        RunConfig.of(compose("sac", "cartpole_swingup", "mujoco").config, "flashsac")
+        RunConfig.of(compose("sac", "cartpole_swingup", "mujoco").config, "flashsac", "cartpole_swingup")

@@ -22,7 +22,7 @@ from soaklab.tasks.registry import make_env
 
 
 def _steps(run, scene: str, compile_terms: bool) -> dict[str, torch.Tensor]:
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), Path(scene), compile_terms=compile_terms)
+    env = make_env(run, EnvSpec.of(run), Path(scene), compile_terms=compile_terms)
     generator = torch.Generator().manual_seed(0)
     rewards, observations = [], []
     env.reset()

@@ -47,5 +47,5 @@ def test_terms_compiled_under_one_capability_are_not_reused_under_another(g1_ass
     assert second["fxgraph_cache"]["hit"] == 0
     for key in ("reward", "obs"):
         assert torch.isfinite(second[key]).all()
-        # compiled terms agree with eager to the tolerance tests/tasks/test_g1_compile.py holds them to
+        # compiled terms agree with eager to the tolerance tests/tasks/g1_tracking/test_compile.py holds them to
         torch.testing.assert_close(second[key], second["eager"][key], rtol=1e-4, atol=1e-5)

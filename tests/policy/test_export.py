@@ -125,7 +125,7 @@ def test_a_checkpoint_from_another_task_is_refused(cli, tmp_path, cartpole_run):
     record = json.loads((cartpole_run / "run_config.json").read_text())
     g1 = task_spaces("g1_motion_tracking")
     agent = make_agent("sac", g1.actor_obs, g1.critic_obs, g1.action, 1,
-                       RunConfig.of(record["config"], record["algo"]).algo, torch.device("cpu"))
+                       RunConfig.of(record["config"], record["algo"], record["task"]).algo, torch.device("cpu"))
     foreign = tmp_path / "g1.pt"
     torch.save({"iteration": 1, "env_steps": 1, "agent": agent.state_dict()}, foreign)
     result = cli("export", cartpole_run, "--checkpoint", foreign, "--out", tmp_path / "p.onnx")

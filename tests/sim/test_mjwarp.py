@@ -16,7 +16,7 @@ from soaklab.config.compose import compose  # noqa: E402
 from soaklab.errors import RuntimeFailure  # noqa: E402
 from soaklab.sim.mjwarp import MjwarpBackend  # noqa: E402
 from soaklab.sim.mujoco_cpu import MujocoBackend  # noqa: E402
-from soaklab.tasks.g1_motion_tracking import TrackingConfig, build_tracking_model  # noqa: E402
+from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model  # noqa: E402
 
 # float32 MJWarp against float64 MuJoCo from the same state, 5 control steps, on the H200
 # (2026-11-29): max |diff| qpos 5.3e-6, qvel and position/velocity-stage sensors 2.8e-4. The bounds

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from soaklab.sim.mujoco_cpu import MujocoBackend
-from soaklab.tasks.cartpole import build_model
+from soaklab.tasks.cartpole.env import build_model
 
 
 def test_state_views_share_the_host_buffer():

@@ -29,9 +29,9 @@ def test_derived_group_seeds_stay_valid_at_the_top_of_the_range():
 
 def test_the_spec_not_the_run_decides_the_count_and_the_seed():
     run = compose("sac", "cartpole_swingup", "mujoco", ["algo.num_envs=8", "env.seed=3"]).run
-    a = make_env("cartpole_swingup", run, EnvSpec(3, 11, "mujoco"))
-    b = make_env("cartpole_swingup", run, EnvSpec(3, 11, "mujoco"))
-    c = make_env("cartpole_swingup", run, EnvSpec(3, 12, "mujoco"))
+    a = make_env(run, EnvSpec(3, 11, "mujoco"))
+    b = make_env(run, EnvSpec(3, 11, "mujoco"))
+    c = make_env(run, EnvSpec(3, 12, "mujoco"))
     try:
         assert a.num_envs == 3 and run.algo.num_envs == 8
         first = [env.reset()[0] for env in (a, b, c)]
@@ -45,5 +45,5 @@ def test_the_spec_not_the_run_decides_the_count_and_the_seed():
 def test_a_backend_the_task_does_not_step_is_named():
     run = compose("sac", "cartpole_swingup", "mujoco", []).run
     with pytest.raises(SettingError, match="training.sim_backend") as info:
-        make_env("cartpole_swingup", run, EnvSpec(2, 1, "mjwarp"))
+        make_env(run, EnvSpec(2, 1, "mjwarp"))
     assert "mjwarp" in str(info.value) and "\n" not in str(info.value)

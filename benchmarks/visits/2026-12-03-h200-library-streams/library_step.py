@@ -48,7 +48,7 @@ def build(sim: str, motion: str, num_envs: int, seed: int, manifest: Path) -> An
 
     overrides = (f"algo.num_envs={num_envs}", f"env.motion={motion}", f"env.seed={seed}")
     resolved = resolve(RunRequest("flashsac", "g1_motion_tracking", sim, overrides, manifest), probe_host())
-    return make_env("g1_motion_tracking", resolved.run, EnvSpec.of(resolved.run, SIMS[sim]), resolved.scene)
+    return make_env(resolved.run, EnvSpec.of(resolved.run, SIMS[sim]), resolved.scene)
 
 
 def step_ms(env: Any, warmup: int, iters: int, seed: int) -> list[float]:

@@ -161,7 +161,7 @@ def profile_env(num_envs: int, warmup: int, steps: int, seed: int, scene: Path, 
         raise InvalidInput("env_profile: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={num_envs}", f"env.seed={seed}", f"env.motion={json.dumps(str(motion))}"]
     run = compose("sac", "g1_motion_tracking", "mjwarp", overrides).run
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run, "cuda"), scene)
+    env = make_env(run, EnvSpec.of(run, "cuda"), scene)
     generator = torch.Generator(device="cuda").manual_seed(seed)
     actions = torch.zeros(num_envs, 29, device="cuda")
 
@@ -183,7 +183,7 @@ def profile_env(num_envs: int, warmup: int, steps: int, seed: int, scene: Path, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from soaklab.config.run_config import assets_record
+    from soaklab.assets.record import assets_record
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, required=True)

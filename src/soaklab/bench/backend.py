@@ -75,7 +75,7 @@ def probe_host(name: str, s: ProbeSettings) -> dict[str, Any]:
     if s.threads is not None:
         overrides.append(f"env.num_threads={s.threads}")
     run = compose("sac", TASK, name, overrides).run
-    env = make_env(TASK, run, EnvSpec.of(run), s.scene)
+    env = make_env(run, EnvSpec.of(run), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator().manual_seed(s.seed)
     env.reset()
@@ -176,7 +176,7 @@ def probe_device(name: str, s: ProbeSettings) -> dict[str, Any]:
         raise InvalidInput(f"--backends {name}: needs an NVIDIA GPU (CUDA is not available here)")
     overrides = [f"algo.num_envs={s.num_envs}", f"env.seed={s.seed}", f"env.motion={json.dumps(str(s.motion))}"]
     run = compose("sac", TASK, name, overrides).run
-    env = make_env(TASK, run, EnvSpec.of(run, "cuda"), s.scene)
+    env = make_env(run, EnvSpec.of(run, "cuda"), s.scene)
     backend = env.backend  # type: ignore[attr-defined]
     generator = torch.Generator(device="cuda").manual_seed(s.seed)
 

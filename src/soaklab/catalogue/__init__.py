@@ -24,9 +24,12 @@ import importlib
 import re
 from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 PLUGIN_GROUP = "soaklab.catalogue"
+# The built-in tasks' folders (src/soaklab/tasks/<folder>/): each keeps its `task:` defaults there.
+TASKS_ROOT = Path(__file__).resolve().parent.parent / "tasks"
 
 HOST_BRIDGE = "host_bridge"  # the backend keeps its state in host memory; tensors are a view of it
 DEVICE_RESIDENT = "device_resident"  # the backend keeps its state on the GPU (or warp's CPU device)
@@ -65,9 +68,13 @@ class Task:
     needs_assets: bool  # the G1 model and clips (`soaklab assets pull`) before it resolves
     tracking_metrics: tuple[str, ...] = ()  # per-step measures logged but never rewarded
     tracking: bool = False  # follows a reference clip: motion libraries, first-frame evaluation, tracking figures
-    # A YAML defining its `task:` keys (and any values it changes); None: the owner tree's
-    # config/defaults/_shared/task/<name>.yaml where it is, else no task keys.
+    # A YAML defining its `task:` keys (and any values it changes), kept in the task's folder;
+    # None: no task keys.
     defaults: str | None = None
+    # "module:function": the task's own resolution checks, called with plain values (the composed
+    # config's mapping and the asset manifest's record) before anything is built; they raise
+    # soaklab.errors.InvalidInput. None: the task has none.
+    resolve: str | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
@@ -82,16 +89,18 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
 )}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("g1_motion_tracking", "soaklab.tasks.g1_motion_tracking:build", actor_obs=160, critic_obs=286, action=29,
+    Task("g1_motion_tracking", "soaklab.tasks.g1_tracking.env:build", actor_obs=160, critic_obs=286, action=29,
          reward_terms=("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
                        "action_rate", "joint_limit", "undesired_contacts"),
          backends=("mujoco", "mjwarp"), needs_assets=True,
          # the mean distance of the tracked bodies from the re-anchored reference (m), the mean
          # joint-angle error (rad)
-         tracking_metrics=("body_pos_error_m", "joint_pos_error_rad"), tracking=True),
+         tracking_metrics=("body_pos_error_m", "joint_pos_error_rad"), tracking=True,
+         defaults=str(TASKS_ROOT / "g1_tracking" / "defaults.yaml"), resolve="soaklab.tasks.g1_tracking.resolve:check"),
     # cos/sin of the pole angle, cart position, cart and pole velocity; one force.
-    Task("cartpole_swingup", "soaklab.tasks.cartpole:build", actor_obs=5, critic_obs=5, action=1,
-         reward_terms=("upright", "centered", "control"), backends=("mujoco",), needs_assets=False),
+    Task("cartpole_swingup", "soaklab.tasks.cartpole.env:build", actor_obs=5, critic_obs=5, action=1,
+         reward_terms=("upright", "centered", "control"), backends=("mujoco",), needs_assets=False,
+         defaults=str(TASKS_ROOT / "cartpole" / "defaults.yaml")),
 )}
 
 
@@ -140,6 +149,9 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
     elif field in ("config", "agent", "builder", "stepper"):
         if not (isinstance(value, str) and REFERENCE.match(value)):
             return "must be a \"module:name\" reference"
+    elif field == "resolve":
+        if value is not None and not (isinstance(value, str) and REFERENCE.match(value)):
+            return "must be None or a \"module:name\" reference"
     elif field in ("actor_obs", "critic_obs", "action"):
         if type(value) is not int or value <= 0:
             return "must be an int > 0"

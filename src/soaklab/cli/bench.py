@@ -18,8 +18,8 @@ def _solver_caps(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench_backend(args: argparse.Namespace) -> int:
+    from soaklab.assets.record import assets_record
     from soaklab.bench.backend import ProbeSettings, parse_physics_variants, run_probe
-    from soaklab.config.run_config import assets_record
 
     assets = assets_record(args.assets_manifest)
     assert assets is not None

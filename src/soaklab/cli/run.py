@@ -31,7 +31,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.run_config = record
     source = RunSource(args.run_config, args.algo, args.task, args.sim, tuple(args.overrides), args.assets_manifest)
     # NVML describes the GPUs without a CUDA context: the MPS daemon is chosen before one exists.
-    resolved = obtain(source, probe_host(cuda_context=False))
+    resolved = obtain(source, probe_host(cuda_context=False), new_run=args.resume is None)
     run_dir, summary = train(select_for_run(resolved, apply=True), resume=args.resume)
     if summary["status"] == "completed" and not args.skip_post_training:
         from soaklab.policy.post_training import post_training

@@ -3,7 +3,7 @@
 Layers, lowest first:
   defaults/_shared/common.yaml            keys every algorithm shares (defines keys)
   defaults/<algo>/config.yaml             algorithm defaults (may define its own algo.* keys)
-  defaults/_shared/task/<task>.yaml       the task's parameters (defines task.*)
+  the task's defaults.yaml                the task's parameters (defines task.*; its folder, tasks/<folder>/)
   defaults/<algo>/task/<task>/base.yaml   <- <sim>.yaml chain, via `inherits:` (sets keys only)
   KEY=VALUE overrides                 (sets keys only; never coerced: the contract checks the result)
 
@@ -50,7 +50,7 @@ class ComposedConfig:
     @property
     def run(self) -> RunConfig:
         """The composed config as typed values (derived fields as composed: null until resolution)."""
-        return RunConfig.of(self.config, self.algo)
+        return RunConfig.of(self.config, self.algo, self.task)
 
     def get(self, dotted: str) -> Any:
         node: Any = self.config

@@ -26,7 +26,7 @@ NULLABLE_KINDS: dict[str, type] = {
 }
 
 # Keys that also take a non-empty list of distinct strings (env.motion: a motion library, one clip
-# per block of envs; soaklab.tasks.library).
+# per block of envs; soaklab.tasks.g1_tracking.library).
 STR_OR_LIST_KEYS = frozenset({"env.motion"})
 
 # Exact ints that must be >= the given minimum.

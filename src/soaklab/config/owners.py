@@ -46,10 +46,10 @@ def algo_defaults(algo: str) -> Path | None:
 
 
 def task_defaults(task: str) -> Path | None:
-    """The YAML defining `task`'s keys: the tree's, else its catalogue entry's, else none."""
-    tree = CONF_ROOT / SHARED / "task" / f"{task}.yaml"
+    """The YAML defining `task`'s keys: the one its catalogue entry names (in the task's folder,
+    src/soaklab/tasks/<folder>/defaults.yaml for a built-in), else none."""
     named = TASKS[task].defaults
-    return tree if tree.is_file() else Path(named) if named else None
+    return Path(named) if named else None
 
 
 def owner_file(algo: str, task: str, sim: str) -> Path | None:

@@ -22,7 +22,7 @@ from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.keys import MPS_THREAD_KEYS
 from soaklab.config.loggers import require_logger_packages
-from soaklab.config.overrides import Override, merge_overrides
+from soaklab.config.overrides import merge_overrides
 from soaklab.config.run_config import (
     ResolvedRun,
     config_hash,
@@ -31,6 +31,7 @@ from soaklab.config.run_config import (
 from soaklab.contract.contract import resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
+from soaklab.files.rundir import next_run_dir
 from soaklab.host.envvars import check_graph_env, reclaim_at_start_enabled
 from soaklab.schemas import load_artifact
 
@@ -93,11 +94,30 @@ class RunSource:
         return (*placed, *(pin.override() for pin in self.pins))
 
 
-def obtain(source: RunSource, host: HostCapabilities) -> ResolvedRun:
+def obtain(source: RunSource, host: HostCapabilities, new_run: bool = False) -> ResolvedRun:
     """The run `source` names on `host`: a record is loaded as it stands (its pins checked against
-    it, its log dir replaced), or resolved again when overrides or another manifest change it; an
-    owner is resolved. The CLI's `train` and the soak monitor both come here."""
+    it, its log dir put in), or resolved again when overrides or another manifest change it; an
+    owner is resolved. The CLI's `train` and the soak monitor both come here. `new_run`: a run about
+    to train in a run dir of its own, which resolution names where neither the source nor the config
+    does (runs/<algo>-<task>-<sim>-<n>, soaklab.files.rundir.next_run_dir): the log dir is part of
+    the resolved config, never written into it afterwards."""
     reclaim_at_start_enabled()  # refuses a bad SOAKLAB_SHM_RECLAIM_AT_START before anything starts
+    resolved = _obtained(source, host)
+    if not new_run:
+        return resolved
+    c, configured = resolved.composed, resolved.run.training.log_dir
+    run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim,
+                                                               suffix=resolved.ranks.run_dir_suffix())
+    if str(run_dir) == configured:
+        return resolved
+    if source.run_config is not None and not source.overrides and source.manifest is None:
+        return _obtained(replace(source, log_dir=run_dir), host)  # still loaded as it stands
+    # One more override, after the caller's (or in place of its own training.log_dir).
+    placed = merge_overrides(list(source.overrides), [f"training.log_dir={json.dumps(str(run_dir))}"])
+    return _obtained(replace(source, overrides=tuple(placed)), host)
+
+
+def _obtained(source: RunSource, host: HostCapabilities) -> ResolvedRun:
     owner = (source.algo, source.task, source.sim)
     if source.run_config is not None:
         if any(v is not None for v in owner):
@@ -117,14 +137,14 @@ def obtain(source: RunSource, host: HostCapabilities) -> ResolvedRun:
 
 def _loaded(source: RunSource, host: HostCapabilities) -> ResolvedRun:
     assert source.run_config is not None
-    resolved = load(source.run_config, host)
+    resolved = load(source.run_config, host, source.log_dir)
     require_logger_packages(resolved.run.training.loggers)  # the run is about to start here
     for pin in source.pins:
         recorded = resolved.composed.get(pin.key)
         if recorded != pin.value:
             raise InvalidInput(f"{pin.flag}={pin.value}: disagrees with {pin.key}={recorded} in "
                                f"{source.run_config}; drop the flag or resolve the run config again")
-    return resolved if source.log_dir is None else with_log_dir(resolved, source.log_dir)
+    return resolved
 
 
 def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
@@ -201,15 +221,18 @@ def _disagreement(path: Path, what: str, recorded: Any, here: Any) -> InvalidInp
                         f"here {json.dumps(here, sort_keys=True)}); {AGAIN} on this host")
 
 
-def load(path: Path, host: HostCapabilities) -> ResolvedRun:
+def load(path: Path, host: HostCapabilities, log_dir: Path | None = None) -> ResolvedRun:
     """The run a record describes: resolved again from the record's own request on `host`, then
     compared with it wherever the host or the code could make it differ. A record is authoritative:
-    any difference fails closed naming the field (it is never silently re-resolved)."""
+    any difference fails closed naming the field (it is never silently re-resolved). `log_dir`: the
+    run written there instead, resolved with the record's request as one more override (in place of
+    its own training.log_dir), and compared with the record so placed."""
     record = read_run_config(path)
     assets = record["run"].get("assets")
     if assets:
         check_manifest_unchanged(path, assets)
-    resolved = resolve(request_of(record), host)
+    placed = (f"training.log_dir={json.dumps(str(log_dir))}",) if log_dir is not None else ()
+    resolved = resolve(request_of(record, placed), host)
     run = record["run"]
     here: tuple[tuple[str, Any, Any], ...] = (
         ("runtime_limits", run["runtime_limits"], resolved.settings.runtime_limits()),
@@ -221,7 +244,10 @@ def load(path: Path, host: HostCapabilities) -> ResolvedRun:
     for what, recorded, now in here:
         if recorded is not None and recorded != now:
             raise _disagreement(path, what, recorded, now)
-    if config_hash(resolved.config) != record["config_hash"]:
+    expected = json.loads(json.dumps(record["config"]))
+    if log_dir is not None:
+        expected["training"]["log_dir"] = str(log_dir)
+    if config_hash(resolved.config) != config_hash(expected):
         raise InvalidInput(f"{path}: this code resolves its request to another config than it records "
                            f"(derived fields: {', '.join('.'.join(d) for d in DERIVED)}); {AGAIN}")
     return replace(resolved, origin=f"loaded from {path} (devices and memory budget checked on this host, "
@@ -237,18 +263,6 @@ def check_manifest_unchanged(path: Path, assets: dict[str, Any]) -> None:
                            "run `soaklab assets pull`, then resolve again") from None
     if digest != assets["manifest_sha256"]:
         raise InvalidInput(f"{path}: the asset manifest {manifest} changed since resolution; {AGAIN}")
-
-
-def with_log_dir(resolved: ResolvedRun, run_dir: Path) -> ResolvedRun:
-    """The same run written to `run_dir` (training.log_dir is part of the config its hash covers, and
-    of the overrides, which must compose to that config: check_overrides_agree)."""
-    config = json.loads(json.dumps(resolved.composed.config))
-    config["training"]["log_dir"] = str(run_dir)
-    log_dir = Override("training.log_dir", str(run_dir), f"training.log_dir={run_dir}")
-    kept = [o for o in resolved.composed.overrides if o.key != log_dir.key]
-    at = next((i for i, o in enumerate(resolved.composed.overrides) if o.key == log_dir.key), len(kept))
-    overrides = (*kept[:at], log_dir, *kept[at:])
-    return replace(resolved, composed=replace(resolved.composed, config=config, overrides=overrides))
 
 
 def mps_threads(training: dict[str, Any]) -> tuple[int | None, int | None]:

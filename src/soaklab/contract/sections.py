@@ -106,20 +106,23 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The whole configuration of one run. `task` stays a mapping, a copy with the record's own
-    values (read, never written): each task reads its own section into its own frozen config
-    (TrackingConfig, SwingupConfig), the one place for those keys."""
+    """The whole configuration of one run, and the names of its agent and task (the catalogue's:
+    the env builder reads `task_name`; neither is part of the config mapping `as_dict` gives).
+    `task` stays a mapping, a copy with the record's own values (read, never written): each task
+    reads its own section into its own frozen config (TrackingConfig, SwingupConfig), the one place
+    for those keys."""
 
     algo_name: str
+    task_name: str
     algo: AlgoConfig
     env: EnvConfig
     training: TrainingConfig
     task: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, config: Mapping[str, Any], algo: str) -> RunConfig:
-        """From a composed (or recorded) config of the agent `algo`."""
-        return cls(algo, algo_config(algo, config["algo"]), section(EnvConfig, config["env"], "env"),
+    def of(cls, config: Mapping[str, Any], algo: str, task: str) -> RunConfig:
+        """From a composed (or recorded) config of the agent `algo` on `task`."""
+        return cls(algo, task, algo_config(algo, config["algo"]), section(EnvConfig, config["env"], "env"),
                    section(TrainingConfig, config["training"], "training"), copy.deepcopy(dict(config.get("task", {}))))
 
     def as_dict(self) -> dict[str, Any]:

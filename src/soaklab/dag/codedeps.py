@@ -14,8 +14,10 @@ from pathlib import Path
 
 PACKAGE = "soaklab"
 ROOT = Path(__file__).resolve().parent.parent  # the soaklab package
-# Files a module reads at run time rather than imports: the owner YAML tree and the JSON schemas.
-DATA = {"soaklab.config.compose": ("config/defaults",), "soaklab.schemas": ("schemas",)}
+# Files a module reads at run time rather than imports (globs under the package): the owner YAML tree,
+# each task's defaults (its catalogue entry names them) and the JSON schemas.
+DATA = {"soaklab.config.compose": ("config/defaults/**/*", "tasks/*/defaults.yaml"),
+        "soaklab.schemas": ("schemas/**/*",)}
 CLI = "soaklab.cli"
 
 
@@ -107,10 +109,10 @@ def command_sources(*commands: str, root: Path = ROOT) -> list[str]:
     # The CLI's files themselves, but not their closure: the other handlers are other commands' code.
     modules = _closure(tuple(sorted(start)), root)
     files = {_path(m, root) for m in modules} | set(cli_modules(root).values())
-    for module, folders in DATA.items():
+    for module, patterns in DATA.items():
         if module in modules:
-            for folder in folders:
-                files.update(p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+            for pattern in patterns:
+                files.update(p for p in root.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
     return sorted(str(f) for f in files if f is not None)
 
 

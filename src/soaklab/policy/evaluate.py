@@ -26,7 +26,7 @@ import importlib.util
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -34,6 +34,9 @@ import torch
 from soaklab.catalogue import BACKENDS, DEVICE_RESIDENT, TASKS, tracking_tasks
 from soaklab.errors import InvalidInput
 from soaklab.policy.trained import TrainedRun
+
+if TYPE_CHECKING:
+    from soaklab.tasks.env import TrackingEnv
 
 # One env per episode, by where the sim steps: warp's CPU device runs its worlds one after another.
 DEFAULT_EPISODES = {"cpu": 64, "cuda": 1024}
@@ -52,7 +55,8 @@ class ClipEvaluation:
 
 
 def check_request(trained: TrainedRun, sim: str, episodes: int) -> None:
-    """Bad input, before any env is built: another task, a backend this host cannot run, no episodes."""
+    """Bad input, before any env is built: a task without the tracking capability (its catalogue
+    entry's `tracking`: its env is a TrackingEnv), a backend this host cannot run, no episodes."""
     if trained.task not in TASKS or not TASKS[trained.task].tracking:
         raise InvalidInput(f"{trained.run_dir}: task {trained.task}: evaluation tracks a motion clip; "
                            f"only {', '.join(tracking_tasks())} runs can be evaluated")
@@ -90,7 +94,7 @@ class OnnxPolicy:
         return torch.from_numpy(out)
 
 
-def body_errors(env: Any, robot: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]
+def body_errors(env: TrackingEnv, robot: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per env: world-frame MPKPE and root-relative MPKPE over the tracked bodies, mean |joint error|."""
     tb, root = env.tracked, env.root
@@ -116,14 +120,15 @@ def run_episodes(trained: TrainedRun, sim: str, episodes: int, clip: str, policy
     """Every episode from the first frame of `clip` (a path of the run's clips) until it terminates or
     ends the clip, on the clip's own scene; the clip's figures and the largest |onnx - torch| action
     difference seen."""
-    from soaklab.config.run_config import scene_of
+    from soaklab.assets.record import scene_of
     from soaklab.policy.rollout import playback_config, playback_spec
     from soaklab.tasks.registry import make_env
 
     # One env per episode on `sim`, tracking `clip`, as a playback steps it (one physics thread).
     run, spec = playback_config(trained, clip), playback_spec(trained, episodes, sim, sim_device(sim))
     scene = scene_of(trained.record["run"].get("assets"), clip)
-    env = make_env(trained.task, run, spec, Path(scene) if scene else None, compile_terms=False)
+    # A tracking task's env (check_request refused every other): the TrackingEnv protocol.
+    env = cast("TrackingEnv", make_env(run, spec, Path(scene) if scene else None, compile_terms=False))
     try:
         n, last = env.num_envs, env.num_frames - 1
         obs = env.start_at_first_frame()

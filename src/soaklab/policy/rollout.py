@@ -32,7 +32,7 @@ def playback_env(trained: TrainedRun, envs: int) -> Iterator[Any]:
     """The run's task with `envs` envs on MuJoCo, closed afterwards."""
     from soaklab.tasks.registry import make_env
 
-    env = make_env(trained.task, playback_config(trained), playback_spec(trained, envs), trained.scene(),
+    env = make_env(playback_config(trained), playback_spec(trained, envs), trained.scene(),
                    compile_terms=False)
     try:
         yield env

@@ -88,7 +88,7 @@ class TrainedRun:
 
     def scene(self) -> Path | None:
         """The scene of the playback clip (a terrain clip's own)."""
-        from soaklab.config.run_config import scene_of
+        from soaklab.assets.record import scene_of
 
         scene = scene_of(self.record["run"].get("assets"), self.playback_clip)
         return Path(scene) if scene else None

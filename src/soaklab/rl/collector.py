@@ -142,7 +142,7 @@ class Collector:
         device = spec.run.env.collector_tensor_device or "cpu"
         scene = Path(spec.scene) if isinstance(spec.scene, str) else spec.scene  # a library: per clip
         envs = EnvSpec.of(spec.run, device)
-        self.envs = [make_env(spec.task, spec.run, envs.group(b - a, g), scene) for g, (a, b) in enumerate(self.bounds)]
+        self.envs = [make_env(spec.run, envs.group(b - a, g), scene) for g, (a, b) in enumerate(self.bounds)]
         write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)

@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soaklab.config.resolve import with_log_dir
 from soaklab.config.run_config import ResolvedRun
 from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import read_json, write_json_atomic
-from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim, next_run_dir
+from soaklab.files.rundir import CONSOLE_LOG, LOCK, RUN_CONFIG, check_new_or_empty, claim
 
 if TYPE_CHECKING:
     from soaklab.rl.checkpoint_structure import Expected
@@ -28,12 +27,13 @@ if TYPE_CHECKING:
 
 def prepare_run_dir(resolved: ResolvedRun) -> tuple[Path, ResolvedRun]:
     """The run dir must be new or empty (the monitor reads file changes in it as liveness), save the
-    monitor's console log and the very record this trainer runs."""
+    monitor's console log and the very record this trainer runs. The run dir is the resolved
+    training.log_dir: resolution names one for every new run (soaklab.config.resolve.obtain)."""
     configured = resolved.run.training.log_dir
-    c = resolved.composed
-    run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim,
-                                                               suffix=resolved.ranks.run_dir_suffix())
-    resolved = with_log_dir(resolved, run_dir)
+    if configured is None:
+        raise ValueError("training.log_dir: a run to train needs a run dir; resolve it with "
+                           "soaklab.config.resolve.obtain(new_run=True), or set training.log_dir")
+    run_dir = Path(configured)
     record = resolved.record()
     allowed = (CONSOLE_LOG, LOCK, RUN_CONFIG) if _same_record(run_dir / RUN_CONFIG, record) else (CONSOLE_LOG, LOCK)
     check_new_or_empty("training.log_dir", run_dir, allowed)

@@ -80,3 +80,23 @@ class BatchedEnv(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class TrackingEnv(BatchedEnv, Protocol):
+    """What a tracking task's env (catalogue `Task(tracking=True)`) offers beside the batched env
+    API: a reference clip to start at and follow. Evaluation (soaklab.policy.evaluate) reads only
+    this, so any task whose entry declares the capability is evaluated alike, and no other is."""
+
+    num_frames: int  # the clip's frames
+    tracked: slice  # the tracked bodies, in the state dicts below
+    root: int  # the root (pelvis) body, in the state dicts below
+
+    def start_at_first_frame(self) -> torch.Tensor:
+        """Every env at the clip's first frame (reset noise as configured); the actor observation."""
+        ...
+
+    def step_without_reset(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor],
+                                                                 torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One control step with no reset and no time limit: (robot state, reference state, the
+        reference frame, terminations, the next actor observation)."""
+        ...

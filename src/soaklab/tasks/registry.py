@@ -21,13 +21,15 @@ def compile_terms_from_env() -> bool:
     return os.environ.get(COMPILE_ENV, "1") != "0"
 
 
-def make_env(task: str, run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] | None = None,
+def make_env(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] | None = None,
              compile_terms: bool | None = None) -> BatchedEnv:
-    """The env for `task`: `spec`'s envs (count, seed, backend, device) with the env/task settings of
-    a run's typed config, built by the task's catalogue builder (soaklab.catalogue.TASKS). `scene`:
-    one scene, or (a motion library) each clip path's scene (soaklab.config.run_config.scene_for_env)."""
+    """The env of the run's task (`run.task_name`): `spec`'s envs (count, seed, backend, device) with
+    the env/task settings of a run's typed config, built by the task's catalogue builder
+    (soaklab.catalogue.TASKS). `scene`: one scene, or (a motion library) each clip path's scene
+    (soaklab.assets.record.scene_for_env)."""
     if compile_terms is None:
         compile_terms = compile_terms_from_env()
+    task = run.task_name
     if task not in TASKS:
         raise SettingError("--task", task, f"must be one of {choices(TASKS)}")
     if spec.sim not in BACKENDS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from soaklab.tasks.quat import (
+from soaklab.tasks.g1_tracking.quat import (
     matrix_6d,
     projected_gravity_z,
     quat_apply,

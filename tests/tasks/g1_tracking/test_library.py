@@ -17,7 +17,7 @@ from soaklab.contract.layout import block_sizes
 from soaklab.contract.sections import RunConfig
 from soaklab.metrics.events import current_tags, event_file, read_scalars
 from soaklab.tasks.env import EnvSpec
-from soaklab.tasks.library import MotionLibraryEnv
+from soaklab.tasks.g1_tracking.library import MotionLibraryEnv
 from soaklab.tasks.registry import make_env, step_metrics
 from tests.conftest import one_line
 from tests.policy.test_export import FAST, QUIET
@@ -38,14 +38,14 @@ def test_weighted_blocks_follow_the_weights_and_keep_every_env():
 
 
 def test_weights_decide_the_blocks_of_a_library_env(cli, g1_assets, tmp_path):
-    from soaklab.config.run_config import scene_for_env
+    from soaklab.assets.record import scene_for_env
     from soaklab.tasks.env import EnvSpec
 
     record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=8",
                              "env.motion_weights=[1,3]")
     assert record["config"]["env"]["motion_weights"] == [1, 3]
-    run = RunConfig.of(record["config"], record["algo"])
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run),
+    run = RunConfig.of(record["config"], record["algo"], record["task"])
+    env = make_env(run, EnvSpec.of(run),
                    scene_for_env(record["run"]["assets"], record["config"]["env"]["motion"]), compile_terms=False)
     try:
         assert [e.num_envs for e in env.envs] == [2, 6]
@@ -62,12 +62,12 @@ def resolved_config(cli, g1_assets, tmp_path, *overrides: str) -> dict:
 
 
 def test_each_block_tracks_its_clip_on_its_own_scene(cli, g1_assets, tmp_path):
-    from soaklab.config.run_config import scene_for_env
+    from soaklab.assets.record import scene_for_env
 
     record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=5")
     motion = record["config"]["env"]["motion"]
-    run = RunConfig.of(record["config"], record["algo"])
-    env = make_env("g1_motion_tracking", run, EnvSpec.of(run), scene_for_env(record["run"]["assets"], motion),
+    run = RunConfig.of(record["config"], record["algo"], record["task"])
+    env = make_env(run, EnvSpec.of(run), scene_for_env(record["run"]["assets"], motion),
                    compile_terms=False)
     try:
         assert isinstance(env, MotionLibraryEnv) and env.labels == ("largebox", "crawl_slope")

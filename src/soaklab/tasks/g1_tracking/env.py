@@ -3,7 +3,7 @@
 Control at 50 Hz (ctrl_dt 0.02 = 4 physics steps of 0.005). Action: 29
 joint-position targets = default pose + action scale x action. The reference
 advances with the episode's time; rewards, terminations and observations are
-one batched tensor call per term (tasks/g1_terms.py).
+one batched tensor call per term (tasks/g1_tracking/terms.py).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.host.compile_cache import use_keyed_cache
 from soaklab.sim import build_stepper
-from soaklab.tasks import g1_terms as terms
 from soaklab.tasks import metrics as metrics_table
 from soaklab.tasks.env import BatchedEnv, EnvSpec, StepResult
-from soaklab.tasks.quat import quat_apply_inverse, quat_from_yaw, quat_mul
+from soaklab.tasks.g1_tracking import terms
+from soaklab.tasks.g1_tracking.quat import quat_apply_inverse, quat_from_yaw, quat_mul
+from soaklab.tasks.g1_tracking.sampling import FrameSampler
 from soaklab.tasks.rng import ManagerRng
-from soaklab.tasks.sampling import FrameSampler
 from soaklab.tasks.spaces import TASK_SPACES
 
 SPACES = TASK_SPACES["g1_motion_tracking"]
@@ -618,7 +618,7 @@ def build(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] |
     from soaklab.assets.motion import load_motion
     from soaklab.assets.scene import load_scene
     from soaklab.contract.layout import block_sizes
-    from soaklab.tasks.library import MotionLibraryEnv
+    from soaklab.tasks.g1_tracking.library import MotionLibraryEnv
     from soaklab.tasks.metrics import clip_labels
 
     env = run.env

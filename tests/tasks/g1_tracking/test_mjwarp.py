@@ -30,7 +30,7 @@ def build(g1_assets):
         config = compose("flashsac", "g1_motion_tracking", sim,
                          [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(str(g1_assets.motion))}",
                           *overrides]).run
-        e = make_env("g1_motion_tracking", config, EnvSpec.of(config, "cuda"), g1_assets.scene, compile_terms=False)
+        e = make_env(config, EnvSpec.of(config, "cuda"), g1_assets.scene, compile_terms=False)
         made.append(e)
         return e
 

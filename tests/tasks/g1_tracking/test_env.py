@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from soaklab.errors import InvalidInput
-from soaklab.tasks.g1_motion_tracking import REWARD_TERMS
+from soaklab.tasks.g1_tracking.env import REWARD_TERMS
 from soaklab.tasks.spaces import TASK_SPACES
 
 N = 6
@@ -196,7 +196,7 @@ def test_bad_motion_file_fails_closed(g1_assets, tmp_path):
     bad.write_bytes(b"\x00" * 10)
     with pytest.raises(InvalidInput) as info:
         run = g1_config(2, bad)
-        make_env("g1_motion_tracking", run, EnvSpec.of(run), g1_assets.scene)
+        make_env(run, EnvSpec.of(run), g1_assets.scene)
     assert str(bad) in str(info.value) and "\n" not in str(info.value)
 
 

@@ -11,7 +11,7 @@ from soaklab.tasks.registry import make_env
 
 def make(num_envs: int = 8, *overrides: str):
     run = compose("sac", "cartpole_swingup", "mujoco", [f"algo.num_envs={num_envs}", *overrides]).run
-    return make_env("cartpole_swingup", run, EnvSpec.of(run))
+    return make_env(run, EnvSpec.of(run))
 
 
 def test_widths_and_random_policy_return():
