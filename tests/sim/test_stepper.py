@@ -8,7 +8,7 @@ from soaklab.catalogue import BACKENDS, load
 from soaklab.errors import InvalidInput
 from soaklab.sim import build_stepper
 from soaklab.sim.mujoco_cpu import MujocoBackend
-from soaklab.tasks.cartpole import build_model
+from soaklab.tasks.cartpole.env import build_model
 
 
 def test_the_stepper_is_the_class_the_entry_names_built_with_the_tasks_settings():
