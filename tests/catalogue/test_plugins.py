@@ -1,11 +1,13 @@
-"""A task and an algorithm added through the catalogue alone: an installed plug-in (a distribution
-with a `soaklab.catalogue` entry point, found on PYTHONPATH like any installed one) declares a
-point-mass task stepped by MuJoCo and a SAC variant, each with its own defaults YAML and no file of
-soaklab's changed. The same plug-in goes where a built-in goes: `config resolve`, `train` through its
-real spawned collector, `train --resume` of a killed run, `export`, and the real DAG (`snakemake
-soak` of a plug-in run, a record naming it planned); `evaluate` says in one line that it judges
-tracking tasks only, `play` that the task declares no control step. A broken or clashing plug-in
-stops every command, and the DAG, in one line."""
+"""A task, an algorithm and a simulator backend added through the catalogue alone: an installed
+plug-in (a distribution with a `soaklab.catalogue` entry point, found on PYTHONPATH like any installed
+one) declares a point-mass task as a folder of its own (its env, its defaults YAML, its resolution
+checks), a SAC variant, and a second CPU stepper (every world on the calling thread), with no file of
+soaklab's changed. The same plug-in goes where a built-in goes: `config resolve` (its task's checks
+refuse in one line), `train` through its real spawned collector, `train --resume` of a killed run,
+`export`, and the real DAG (`snakemake soak` of a plug-in run on the plug-in's backend, a record naming
+it planned); `evaluate` says in one line that it judges tracking tasks only, `play` that the task
+declares no control step. A broken or clashing plug-in stops every command, and the DAG, in one line.
+docs/architecture.md, "How to add ...", is this plug-in's recipe for an in-tree entry."""
 
 from __future__ import annotations
 
@@ -28,16 +30,44 @@ PLUGIN = {
         """The plug-in's catalogue entries: plain facts and references, imported only when used."""
         from pathlib import Path
 
-        from soaklab.catalogue import Algorithm, Task
+        from soaklab.catalogue import HOST_BRIDGE, Algorithm, Backend, Task
 
         HERE = Path(__file__).parent
         ENTRIES = (
             Algorithm("twin_sac", "soaklab.contract.sections:AlgoConfig", "soaklab_dummy.agent:TwinSAC",
                       defaults=str(HERE / "twin_sac.yaml")),
-            Task("point_reach", "soaklab_dummy.env:build", actor_obs=2, critic_obs=2, action=1,
-                 reward_terms=("distance", "control"), backends=("mujoco",), needs_assets=False,
-                 defaults=str(HERE / "point_reach.yaml")),
+            Task("point_reach", "soaklab_dummy.point_reach.env:build", actor_obs=2, critic_obs=2, action=1,
+                 reward_terms=("distance", "control"), backends=("mujoco", "serial_mujoco"), needs_assets=False,
+                 defaults=str(HERE / "point_reach" / "defaults.yaml"), resolve="soaklab_dummy.point_reach.resolve:check"),
+            Backend("serial_mujoco", "soaklab_dummy.serial:SerialMujoco", HOST_BRIDGE, ("torch", "mujoco")),
         )
+    ''',
+    "soaklab_dummy/serial.py": '''
+        import numpy as np
+
+        from soaklab.sim.mujoco_cpu import MujocoBackend
+
+
+        class SerialMujoco(MujocoBackend):
+            """A second CPU stepper: every world on the calling thread, one after the other."""
+
+            backend_type = "serial_mujoco"
+
+            @classmethod
+            def build(cls, model, num_envs, decimation, *, device, num_threads):
+                return cls(model, num_envs, decimation, 1)
+
+            def step(self):
+                self._step_chunk(np.arange(self.num_envs))
+    ''',
+    "soaklab_dummy/point_reach/__init__.py": "",
+    "soaklab_dummy/point_reach/resolve.py": '''
+        from soaklab.errors import SettingError
+
+
+        def check(config, assets):
+            if not 0 < config["task"]["start"] <= 1:
+                raise SettingError("task.start", config["task"]["start"], "must be in (0, 1] m")
     ''',
     "soaklab_dummy/agent.py": '''
         from soaklab.rl.agents.sac import SACAgent
@@ -46,11 +76,11 @@ PLUGIN = {
         class TwinSAC(SACAgent):
             """SAC under another name: what a new algorithm's module would hold."""
     ''',
-    "soaklab_dummy/env.py": '''
+    "soaklab_dummy/point_reach/env.py": '''
         import mujoco
         import torch
 
-        from soaklab.sim.mujoco_cpu import MujocoBackend
+        from soaklab.sim import build_stepper
         from soaklab.tasks.env import StepResult
         from soaklab.tasks.rng import ManagerRng
         from soaklab.tasks.spaces import TASK_SPACES
@@ -76,7 +106,8 @@ PLUGIN = {
                 self.num_envs, self.device = spec.num_envs, torch.device(spec.device)
                 self.start, self.weight = float(task["start"]), float(task["control_weight"])
                 self.rng = ManagerRng(spec.seed, self.device)
-                self.backend = MujocoBackend(point_mass(), spec.num_envs, 2, run.env.num_threads)
+                self.backend = build_stepper(spec.sim, point_mass(), spec.num_envs, 2, device=spec.device,
+                                             num_threads=run.env.num_threads)
                 self.qpos, self.qvel = self.backend.view("qpos"), self.backend.view("qvel")
                 self.limit = int(run.env.episode_length_s / 0.02)
                 self.steps = torch.zeros(spec.num_envs, dtype=torch.long)
@@ -138,7 +169,7 @@ PLUGIN = {
           actor_hidden: 32
           critic_hidden: 32
     ''',
-    "soaklab_dummy/point_reach.yaml": '''
+    "soaklab_dummy/point_reach/defaults.yaml": '''
         task:
           start: 0.5
           control_weight: -0.01
@@ -187,6 +218,13 @@ def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tm
     assert config["owner_files"] == [], "no owner file of soaklab's: the entries' defaults alone"
     assert config["config"]["task"] == {"start": 0.5, "control_weight": -0.01}
     assert config["config"]["algo"]["num_envs"] == 4 and config["config"]["training"]["sim_backend"] == "mujoco"
+    # The task's own checks, named by its entry, run at resolution: one line, nothing written.
+    bad = tmp_path / "bad.json"
+    refused = soaklab(plugin, tmp_path, "config", "resolve", "--algo", "twin_sac", "--task", "point_reach",
+                      "--sim", "mujoco", "task.start=2", "--out", str(bad))
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and len(lines) == 1 and not bad.exists(), refused.stderr
+    assert "task.start" in lines[0] and "must be in (0, 1] m" in lines[0], lines[0]
 
     # Trained from the record and SIGKILLed after its checkpoint at iteration 3, then resumed there.
     killed = soaklab(plugin, tmp_path, "train", "--run-config", str(record), "--skip-post-training",
@@ -299,7 +337,7 @@ def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):
 # The plug-in's run in the workflow config, soaked for a second on one physics thread.
 SOAK = {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
         "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}
-PLUGIN_RUN = {"algo": "twin_sac", "task": "point_reach", "sim": "mujoco", "overrides": {"env.num_threads": 1},
+PLUGIN_RUN = {"algo": "twin_sac", "task": "point_reach", "sim": "serial_mujoco", "overrides": {"env.num_threads": 1},
               "soak": SOAK}
 # A record of it: its seeds run through the same rules, compared with its artifacts of record.
 PLUGIN_RECORD = {
@@ -327,7 +365,11 @@ def test_a_plugin_run_soaks_and_exports_through_the_dag_and_its_record_plans(plu
     soak = json.loads((results / "soak.json").read_text())
     assert soak["status"] == "passed"
     summary = soak["run_summary"]
-    assert (summary["algo"], summary["task"], summary["status"]) == ("twin_sac", "point_reach", "completed")
+    assert (summary["algo"], summary["task"], summary["sim"], summary["status"]) == (
+        "twin_sac", "point_reach", "serial_mujoco", "completed")
+    # Stepped by the plug-in's own stepper, which the catalogue built from its entry.
+    diagnostics = summary["runtime_manifest"]["backend_diagnostics"]
+    assert diagnostics["available"] and diagnostics["backend_type"] == "serial_mujoco", diagnostics
     validation = json.loads((results / "validation.json").read_text())
     assert validation["status"] == "passed", [c for c in validation["checks"] if not c["passed"]]
     # `evaluate` exports every soaked run; a task that follows no clip has no clip evaluation.
