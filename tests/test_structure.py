@@ -22,6 +22,9 @@ STANDALONE_LOADER = REPO / "workflow" / "rules" / "common.smk"
 # What a module Snakemake loads by path may import beside the standard library: Snakemake's own
 # dependencies, present wherever the workflow runs.
 SNAKEMAKE_DEPENDENCIES = {"yaml", "jsonschema"}
+# The runtime's largest module (docs/architecture.md, "The learner in parts"): what the learner gains
+# goes to a part of its own, not into the runner.
+RL_MAX_LINES = 350
 
 
 def room(path: Path) -> str:
@@ -106,6 +109,18 @@ def test_no_module_cycle_inside_a_package():
     graph = module_graph()
     assert "soaklab.rl.runner" in graph["soaklab.rl.train"], "the graph sees imports inside a package"
     assert find_cycle(graph) is None
+
+
+def test_no_module_of_the_runtime_exceeds_its_size_and_no_part_imports_the_learner():
+    """Every module under rl/ (agents/ included) holds at most RL_MAX_LINES lines, and the learner's
+    parts never import the runner that holds them: rl.train alone does, to start a Learner."""
+    paths = list((PKG / "rl").rglob("*.py"))
+    sizes = {path.relative_to(PKG).as_posix(): len(path.read_text().splitlines()) for path in paths}
+    assert "rl/runner.py" in sizes and "rl/agents/common.py" in sizes, "the walk reads rl/ and rl/agents/"
+    assert {name: n for name, n in sizes.items() if n > RL_MAX_LINES} == {}
+    graph = module_graph()
+    importers = {name for name, targets in graph.items() if "soaklab.rl.runner" in targets}
+    assert importers == {"soaklab.rl.train"}
 
 
 def test_no_package_cycle():

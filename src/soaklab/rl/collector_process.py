@@ -99,3 +99,17 @@ def stop_collector(control: Any, handles: Any, collector: CollectorProcess | Non
         handles.ingress_free.release()
     if collector is not None:
         collector.join()
+
+
+def process_sharing_evidence(resolved: Any, device: Any) -> dict[str, Any] | None:
+    """With mps requested, prove (now that the learner's CUDA context exists) that it runs through the
+    selected daemon, before the collector is spawned; a CUDA run without it records what it saw.
+    `resolved`: the run's ResolvedRun; `device`: the learner's torch device."""
+    from soaklab.mps.client import ambient_evidence, sharing_evidence
+
+    devices = resolved.devices
+    if resolved.mps is not None:
+        return sharing_evidence(resolved.mps, devices.learner, devices.carrier)
+    if device.type == "cuda":
+        return ambient_evidence(devices.learner, devices.carrier)
+    return None

@@ -8,6 +8,10 @@ Faults are injected into the real trainer so soak tests drive the real runtime.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 
 from soaklab.errors import InvalidInput
@@ -29,6 +33,26 @@ class Fault:
 
     def due(self, name: str, iteration: int) -> bool:
         return self.name == name and iteration == self.iteration
+
+    def fire_in_learner(self, it: int) -> None:
+        """The learner's faults, at the start of its iteration `it`."""
+        if self.due("raise_learner", it):
+            raise RuntimeError(f"injected learner fault at iteration {it}")
+        if self.due("hang_learner", it):
+            while True:  # no progress is written from here on: the monitor must notice
+                time.sleep(1.0)
+        if self.due("leak_child", it):
+            leak_child()
+        if self.due("kill_learner", it):  # no shutdown at all: what a resume must recover from
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.due("sigterm_learner", it):  # a real SIGTERM, as a scheduler's preemption sends one
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def leak_child() -> None:
+    """Leave a detached child behind, as a buggy runtime would."""
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def fault_from_env() -> Fault | None:

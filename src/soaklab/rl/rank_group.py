@@ -15,6 +15,7 @@ import torch
 
 from soaklab.rl.dp import DataParallel
 from soaklab.rl.ranks import RankContext, RankWatch, collect_reports, end_peers
+from soaklab.rl.shutdown import Shutdown
 
 JOIN_TIMEOUT_S = 5.0
 RANK_REPORT_TIMEOUT_S = 60.0  # each rank's own shutdown: collector join, shared memory, CUDA IPC
@@ -53,6 +54,21 @@ class RankGroup:
             self.dp.abort()
         else:
             self.dp.close()
+
+
+def leave_group(rank: RankContext, group: RankGroup | None, run_dir: Path, completed: bool, shutdown: Shutdown
+                ) -> list[dict[str, Any] | None] | None:
+    """Leave the group (if it was joined); rank 0 then collects every rank's report (returned) and
+    adopts, in `shutdown`, the failure of the rank that ended the run (first_failure)."""
+    if group is not None:
+        group.leave(completed)
+    if rank.rank != 0:
+        return None
+    reports = collect_peers(rank, run_dir)
+    failure = first_failure(reports, rank.peers, shutdown.classification)
+    if failure is not None:
+        shutdown.classification, shutdown.owner, shutdown.exception = failure
+    return reports
 
 
 def collect_peers(rank: RankContext, run_dir: Path) -> list[dict[str, Any] | None]:

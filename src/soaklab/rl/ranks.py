@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
+from soaklab.contract.contract import MAX_SEED
+from soaklab.contract.sections import RunConfig
 from soaklab.host.lifetime import end_process
 
 if TYPE_CHECKING:
@@ -35,6 +37,15 @@ if TYPE_CHECKING:
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 WATCH_EVERY_S = 0.2
 STUCK_GRACE_S = 3.0  # from a peer's end to ending a learner that has not noticed it
+
+
+def rank_run(run: RunConfig, rank: int, groups: int) -> RunConfig:
+    """Rank r's seeds: algo.seed + r (exploration, replay sampling) and env.seed + r * groups (its
+    envs' streams do not overlap another rank's groups). The model itself is rank 0's (broadcast)."""
+    if rank == 0:
+        return run
+    return replace(run, algo=replace(run.algo, seed=(run.algo.seed + rank) % (MAX_SEED + 1)),
+                   env=replace(run.env, seed=(run.env.seed + rank * groups) % (MAX_SEED + 1)))
 
 
 @dataclass

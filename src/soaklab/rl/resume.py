@@ -16,7 +16,7 @@ RNGs and the physics are converted), loaded with weights_only (soaklab.files.che
 a run dir is data, and a crafted file never runs code. A newest checkpoint that cannot be read, or
 is not plain data, falls back to the one before it, and says so.
 
-This works because the schedule is fixed (soaklab.rl.runner: update round `it` reads vector steps
+This works because the schedule is fixed (soaklab.rl.schedule: update round `it` reads vector steps
 up to `it - 1`): at the end of iteration k - 1 the collector can only be waiting for step k's
 actions, so the two files are one consistent cut of the run.
 """

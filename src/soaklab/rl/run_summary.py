@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from soaklab.contract.layout import Layout
+from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.metrics.tags import METRIC_SCHEMA_VERSION
 from soaklab.rl.channels import C
 from soaklab.rl.resume import event_gaps
+from soaklab.rl.shutdown import Shutdown
 from soaklab.schemas import validate_artifact
 
 if TYPE_CHECKING:
@@ -204,3 +208,20 @@ def build_summary(outcome: LearnerOutcome, counters: np.ndarray | None) -> dict[
 
 def validate_summary(summary: dict[str, Any]) -> None:
     validate_artifact("run_summary", summary)
+
+
+def write_summary(run_dir: Path, outcome: LearnerOutcome, counters: np.ndarray | None, shutdown: Shutdown
+                  ) -> tuple[dict[str, Any], str | None]:
+    """Rank 0's run_summary.json: built, validated (a failed check is a cleanup error of `shutdown`) and
+    written. The summary, and why it could not be written (e.g. a full disk: said in one line; the
+    caller still gets the summary)."""
+    summary = build_summary(outcome, counters)
+    shutdown.step("validate run summary", lambda: validate_summary(summary))
+    summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] = list(shutdown.cleanup_errors)
+    try:
+        write_json_atomic(run_dir / "run_summary.json", summary)
+    except OSError as exc:
+        error = f"cannot write {run_dir / 'run_summary.json'}: {exc.strerror or exc}"
+        print(f"train: error: {error}", file=sys.stderr, flush=True)
+        return summary, error
+    return summary, None

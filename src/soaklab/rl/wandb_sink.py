@@ -27,6 +27,19 @@ def wandb_dir(run_dir: Path) -> Path:
     return Path(os.environ.get("WANDB_DIR") or run_dir)
 
 
+def sink_for_run(run_dir: Path, loggers: tuple[str, ...], project: str, config: Mapping[str, Any],
+                 resumed_at: int | None) -> WandbSink | None:
+    """Rank 0's W&B run, when `training.loggers` names wandb: the resolved run config as its config.
+    Name, group and tags follow W&B's own variables (WANDB_NAME, WANDB_RUN_GROUP, WANDB_TAGS; the DAG
+    sets them for sweeps and records); the name defaults to the run dir's."""
+    if "wandb" not in loggers:
+        return None
+    name = os.environ.get("WANDB_NAME") or run_dir.name
+    if resumed_at is not None:  # a new W&B run per segment: W&B keeps a step only once per run
+        name = f"{name}-from-{resumed_at}"
+    return WandbSink(run_dir, project, config, name, group=None, tags=())
+
+
 class WandbSink:
     """One W&B run. Every method is safe to call after a failure: it then does nothing."""
 

@@ -164,11 +164,15 @@ class OffPolicyAgent:
     """The learner-facing agent API: `bind`, `act`, `random_actions`, `observe_rewards`, `update`,
     `diagnostics`/`diag_names`, `capture_diagnostics`, `state_dict`.
 
-    Subclasses define `diag_names`, `update_variants()` (name -> update function; `variant(step)`
-    picks one), `_explore(obs, env_ids)` and `_mean_action(obs)`, and write their scalars with
-    `_record(name=tensor, ...)`."""
+    Subclasses build `actor`, `critics` (batched), `targets` and `temperature`, define `diag_names`,
+    `update_variants()` (name -> update function; `variant(step)` picks one), `_explore(obs, env_ids)`
+    and `_mean_action(obs)`, and write their scalars with `_record(name=tensor, ...)`."""
 
     diag_names: tuple[str, ...] = ()
+    actor: nn.Module
+    critics: nn.Module
+    targets: nn.Module
+    temperature: Temperature
 
     def __init__(self, obs_dim: int, critic_dim: int, action_dim: int, cfg: AlgoConfig,
                  device: torch.device) -> None:
@@ -215,7 +219,7 @@ class OffPolicyAgent:
 
     def compiled_networks(self) -> list[nn.Module]:
         """The networks `algo.compile=nets` compiles (their forwards also serve inference)."""
-        raise NotImplementedError
+        return [self.actor, self.critics, self.targets]
 
     def variant(self, step: int) -> str:
         return next(iter(self._updates))
@@ -252,7 +256,7 @@ class OffPolicyAgent:
         dp.collective_warmup(self.device)
 
     def modules(self) -> list[nn.Module]:
-        return [self.obs_norm, self.critic_norm]
+        return [self.actor, self.critics, self.targets, self.temperature, self.obs_norm, self.critic_norm]
 
     def _step(self, optimizer: torch.optim.Optimizer, module: nn.Module) -> None:
         """optimizer.step() after the gradients of `module` are averaged over the ranks (if any)."""
@@ -315,7 +319,8 @@ class OffPolicyAgent:
                 "critic_norm": self.critic_norm.state_dict()}
 
     def networks(self) -> dict[str, Any]:
-        raise NotImplementedError
+        return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
+                "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The inverse of state_dict(): every network and normaliser from a checkpoint's `agent`."""

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
 from soaklab.contract.sections import FlashSACConfig
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, eval_mode, frozen, polyak, squash
@@ -196,13 +195,3 @@ class FlashSACAgent(OffPolicyAgent):
         alpha_loss.backward()
         self._step(self.alpha_opt, self.temperature)
         self._record(actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha)
-
-    def modules(self) -> list[nn.Module]:
-        return [self.actor, self.critics, self.targets, self.temperature, *super().modules()]
-
-    def compiled_networks(self) -> list[nn.Module]:
-        return [self.actor, self.critics, self.targets]
-
-    def networks(self) -> dict[str, Any]:
-        return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
-                "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}

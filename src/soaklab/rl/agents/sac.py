@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
 
 import torch
-from torch import nn
 
 from soaklab.contract.sections import AlgoConfig
 from soaklab.rl.agents.common import OffPolicyAgent, Temperature, adam, frozen, polyak, squash
@@ -75,13 +73,3 @@ class SACAgent(OffPolicyAgent):
         polyak(self.targets, self.critics, self.tau)
         self._record(critic=critic_loss, actor=actor_loss, alpha=alpha_loss, alpha_value=self.temperature.alpha,
                      q_mean=q.detach().mean())
-
-    def modules(self) -> list[nn.Module]:
-        return [self.actor, self.critics, self.targets, self.temperature, *super().modules()]
-
-    def compiled_networks(self) -> list[nn.Module]:
-        return [self.actor, self.critics, self.targets]
-
-    def networks(self) -> dict[str, Any]:
-        return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
-                "targets": self.targets.state_dict(), "temperature": self.temperature.state_dict()}
