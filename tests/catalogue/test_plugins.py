@@ -38,7 +38,8 @@ PLUGIN = {
                       defaults=str(HERE / "twin_sac.yaml")),
             Task("point_reach", "soaklab_dummy.point_reach.env:build", actor_obs=2, critic_obs=2, action=1,
                  reward_terms=("distance", "control"), backends=("mujoco", "serial_mujoco"), needs_assets=False,
-                 defaults=str(HERE / "point_reach" / "defaults.yaml"), resolve="soaklab_dummy.point_reach.resolve:check"),
+                 defaults=str(HERE / "point_reach" / "defaults.yaml"),
+                 resolve="soaklab_dummy.point_reach.resolve:check"),
             Backend("serial_mujoco", "soaklab_dummy.serial:SerialMujoco", HOST_BRIDGE, ("torch", "mujoco")),
         )
     ''',
