@@ -22,13 +22,12 @@ def load_schema(name: str) -> dict[str, Any]:
     text = (resources.files("soaklab") / "schemas" / f"{name}.schema.json").read_text()
     schema = json.loads(text)
     if name == "run_config":
-        # The file's enums are the built-in catalogue's (tests/test_structure.py); an installed
-        # plug-in's algorithms and backends (soaklab.catalogue) are valid names too.
+        # The names are the catalogue's, an installed plug-in's included (soaklab.catalogue): the
+        # file lists none, so a new algorithm or backend is its module and its entry alone.
         from soaklab.catalogue import ALGORITHMS, BACKENDS
 
         for key, table in (("algo", ALGORITHMS), ("sim", BACKENDS)):
-            enum = schema["properties"][key]["enum"]
-            enum.extend(name for name in table if name not in enum)
+            schema["properties"][key]["enum"] = list(table)
     jsonschema.Draft202012Validator.check_schema(schema)
     return schema
 
