@@ -1,6 +1,7 @@
 """`soaklab evaluate` on a real (short) G1 tracking run on MuJoCo: episodes from the clip's first
-frame with the exported ONNX policy, the figures' ranges and meaning, sim-to-sim on MuJoCo Warp
-(warp's CPU device where there is no GPU), and the refusals."""
+frame with the exported ONNX policy, the figures' ranges and meaning, and the refusals. Sim-to-sim on
+MuJoCo Warp (warp's CPU device where there is no GPU) is judged where the DAG's evaluate target runs
+both sims on one soaked run (tests/workflow/test_dag.py)."""
 
 from __future__ import annotations
 
@@ -113,32 +114,6 @@ def test_the_evaluation_path_starts_at_frame_zero_and_never_resets(make_g1):
         _, _, frame, terminated, _ = env.step_without_reset(torch.zeros(4, env.spaces.action))
         assert frame.tolist() == [int(step * env.frames_per_step + 0.5)] * 4 and terminated.dtype == torch.bool
     assert env.episode_step.tolist() == [3, 3, 3, 3] and env.start_frame.tolist() == [0, 0, 0, 0]
-
-
-@pytest.mark.skipif(importlib.util.find_spec("mujoco_warp") is None,
-                    reason="mujoco_warp is not installed (the warp extra)")
-def test_sim_to_sim_on_mujoco_warp_judges_the_same_episodes(cli, tmp_path, g1_run):
-    """The MuJoCo-trained policy judged on MuJoCo Warp: the same episodes from the same first frame
-    on float32 physics (on warp's CPU device here when there is no GPU), so the same figures within
-    float32's reach; the record says it is sim-to-sim and where the sim stepped."""
-    before = digest(g1_run)
-    records = {}
-    for sim in ("mujoco", "mjwarp"):
-        out = tmp_path / f"evaluation-{sim}.json"
-        result = cli("evaluate", g1_run, "--sim", sim, "--episodes", "4", "--out", out)
-        assert result.code == 0, result.err
-        records[sim] = json.loads(out.read_text())
-    warp, cpu = records["mjwarp"], records["mujoco"]
-    assert warp["sim"] == "mjwarp" and warp["trained_on"] == "mujoco" and warp["sim_to_sim"] is True
-    assert warp["device"] == ("cuda" if torch.cuda.is_available() else "cpu") and cpu["device"] == "cpu"
-    assert cpu["sim_to_sim"] is False and warp["policy"] == "onnx"
-    a, b = warp["clips"]["largebox"], cpu["clips"]["largebox"]
-    assert a["episodes"] == b["episodes"] == 4
-    # A step of the clip is 1/325 of it; float32 against float64 may move an early end by one.
-    assert abs(a["tracked_fraction"] - b["tracked_fraction"]) <= 0.02, (a, b)
-    for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
-        assert 0.0 < a[name] < 5.0 and abs(a[name] - b[name]) <= 0.01, (name, a[name], b[name])
-    assert digest(g1_run) == before
 
 
 def test_evaluate_refuses_bad_requests_in_one_line(cli, tmp_path, g1_run):
