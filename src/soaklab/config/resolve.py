@@ -11,6 +11,7 @@ In a DAG run `config resolve` resolves; the soak monitor and the trainer load.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, replace
@@ -106,15 +107,19 @@ def obtain(source: RunSource, host: HostCapabilities, new_run: bool = False) -> 
     if not new_run:
         return resolved
     c, configured = resolved.composed, resolved.run.training.log_dir
-    run_dir = Path(configured) if configured else next_run_dir(c.algo, c.task, c.sim,
-                                                               suffix=resolved.ranks.run_dir_suffix())
-    if str(run_dir) == configured:
+    if configured:
         return resolved
-    if source.run_config is not None and not source.overrides and source.manifest is None:
-        return _obtained(replace(source, log_dir=run_dir), host)  # still loaded as it stands
-    # One more override, after the caller's (or in place of its own training.log_dir).
-    placed = merge_overrides(list(source.overrides), [f"training.log_dir={json.dumps(str(run_dir))}"])
-    return _obtained(replace(source, overrides=tuple(placed)), host)
+    run_dir = next_run_dir(c.algo, c.task, c.sim, suffix=resolved.ranks.run_dir_suffix())  # made, empty
+    try:
+        if source.run_config is not None and not source.overrides and source.manifest is None:
+            return _obtained(replace(source, log_dir=run_dir), host)  # still loaded as it stands
+        # One more override, after the caller's (or in place of its own training.log_dir).
+        placed = merge_overrides(list(source.overrides), [f"training.log_dir={json.dumps(str(run_dir))}"])
+        return _obtained(replace(source, overrides=tuple(placed)), host)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # the empty dir made above; never a dir anything wrote into
+        raise
 
 
 def _obtained(source: RunSource, host: HostCapabilities) -> ResolvedRun:

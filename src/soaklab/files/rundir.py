@@ -42,11 +42,19 @@ def check_new_or_empty(flag: str, run_dir: Path, allowed: tuple[str, ...] = ()) 
 
 
 def next_run_dir(algo: str, task: str, sim: str, root: Path = Path("runs"), suffix: str = "") -> Path:
-    """runs/<algo>-<task>-<sim>-<n><suffix>: the first n not taken (suffix: _gpuxN for N ranks)."""
+    """runs/<algo>-<task>-<sim>-<n><suffix>, the first n not taken (suffix: _gpuxN for N ranks), made
+    here, empty: two runs started together each get a dir of their own (mkdir is the atomic claim;
+    the run's lock follows once it starts)."""
+    root.mkdir(parents=True, exist_ok=True)
     n = 0
-    while (root / f"{algo}-{task}-{sim}-{n}{suffix}").exists():
-        n += 1
-    return root / f"{algo}-{task}-{sim}-{n}{suffix}"
+    while True:
+        path = root / f"{algo}-{task}-{sim}-{n}{suffix}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        return path
 
 
 def claim(run_dir: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import platform
 import subprocess
@@ -78,8 +80,11 @@ def versions() -> dict[str, str | None]:
         if name in found:
             continue
         try:
-            found[name] = getattr(importlib.import_module(name), "__version__", "unknown")
-        except (ImportError, TypeError, ValueError):  # not installed, or not a module's name
+            # A plug-in's entry names these modules: whatever their import prints or raises is theirs,
+            # never this command's output or its failure (a measurement already made is still written).
+            with contextlib.redirect_stdout(io.StringIO()):
+                found[name] = getattr(importlib.import_module(name), "__version__", "unknown")
+        except (Exception, SystemExit):  # not installed, not a module's name, or its import fails
             found[name] = None
     return found
 
