@@ -51,11 +51,20 @@ def test_a_bad_graph_setting_is_refused_before_training(cli, monkeypatch, tmp_pa
     (("--batch-sizes", "2048,x"), "--batch-sizes 2048,x"),
     (("--batch-sizes", "0"), "--batch-sizes 0"),
     (("--iters", "0"), "--iters=0"),
+    (("--device", "blah"), "--device blah: not a torch device"),
 ])
 def test_bench_learner_refuses_bad_flags_in_one_line(cli, tmp_path, flags, words):
     out = tmp_path / "b.json"
     result = cli("bench", "learner", "--device", "cpu", *flags, "--output", out)
     assert result.code == 2 and words in one_line(result.err)
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a host without CUDA")
+def test_bench_learner_on_a_host_without_cuda_names_the_device_to_pass(cli, tmp_path):
+    out = tmp_path / "b.json"
+    result = cli("bench", "learner", "--output", out)  # its default device is cuda
+    assert result.code == 2 and "--device cuda: CUDA is not available here; pass --device cpu" in one_line(result.err)
     assert not out.exists()
 
 

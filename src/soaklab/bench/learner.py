@@ -27,6 +27,7 @@ import torch
 from soaklab.bench.timing import time_ms
 from soaklab.config.compose import compose
 from soaklab.contract.layout import Layout
+from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import write_json_atomic
 from soaklab.gpu.capture import GRAPH_ENV
 from soaklab.host.info import git_state, host_record, versions
@@ -110,7 +111,12 @@ def _quantile(samples: list[float], q: float) -> float:
 def run_learner_bench(algos: list[str], batches: list[int], device: str, num_envs: int, warmup: int, iters: int,
                       replay_rows: int, output: Path, command: list[str],
                       compile_scopes: tuple[str, ...] = ("eager",)) -> dict[str, Any]:
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InvalidInput(f"--device {device}: not a torch device; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInput(f"--device {device}: CUDA is not available here; pass --device cpu")
     modes = ["eager", "captured"] if dev.type == "cuda" else ["eager"]
     results = []
     for algo in algos:
