@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from soaklab.catalogue import TASKS
+from soaklab.catalogue import RUN_FIELDS, TASKS, name_error
 from soaklab.config.compose import compose
 from soaklab.config.host import allow_cpu_carrier_from_env
 from soaklab.config.keys import MPS_THREAD_KEYS
@@ -32,6 +32,7 @@ from soaklab.config.run_config import (
 from soaklab.contract.contract import resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
+from soaklab.files.jsonfiles import read_json
 from soaklab.files.rundir import next_run_dir
 from soaklab.host.envvars import check_graph_env, reclaim_at_start_enabled
 from soaklab.schemas import load_artifact
@@ -166,10 +167,25 @@ def resolve(request: RunRequest, host: HostCapabilities) -> ResolvedRun:
 DERIVED = (("env", "collector_tensor_device"), ("env", "motion"))
 
 
+def _fix_for(path: Path) -> str:
+    """What to do about a run_config.json its schema refuses: a record whose algorithm, task or
+    backend is not in the installed catalogue was made with a plug-in that is not installed here
+    (resolving again cannot resume or export that run; installing it can)."""
+    with contextlib.suppress(OSError, ValueError):
+        record = read_json(path)
+        if isinstance(record, dict):
+            for field in RUN_FIELDS:
+                value = record.get(field)
+                if isinstance(value, str) and name_error(field, value):
+                    return (f"its {field} {value!r} is not in the installed catalogue: install the plug-in that "
+                            f"declares it (or {AGAIN} for a new run)")
+    return AGAIN
+
+
 def read_run_config(path: Path) -> dict[str, Any]:
     """A run_config.json that matches its schema, whose config still matches its config_hash, and
     whose overrides still compose to that config: a record is authoritative as a whole."""
-    record = load_artifact("run_config", path, AGAIN)
+    record = load_artifact("run_config", path, _fix_for(path))
     if config_hash(record["config"]) != record["config_hash"]:
         raise InvalidInput(f"{path}: its config no longer matches its config_hash (edited after resolution?); {AGAIN}")
     check_overrides_agree(path, record)
