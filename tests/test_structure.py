@@ -118,6 +118,10 @@ def test_no_module_of_the_runtime_exceeds_its_size_and_no_part_imports_the_learn
     sizes = {path.relative_to(PKG).as_posix(): len(path.read_text().splitlines()) for path in paths}
     assert "rl/runner.py" in sizes and "rl/agents/common.py" in sizes, "the walk reads rl/ and rl/agents/"
     assert {name: n for name, n in sizes.items() if n > RL_MAX_LINES} == {}
+    # The Learner's loop reads as the iteration's steps: each part's work lives in the part.
+    loop = next(node for node in ast.walk(ast.parse((PKG / "rl" / "runner.py").read_text()))
+                if isinstance(node, ast.FunctionDef) and node.name == "_loop")
+    assert loop.end_lineno - loop.lineno + 1 < 40, "Learner._loop: keep it the iteration's steps"
     graph = module_graph()
     importers = {name for name, targets in graph.items() if "soaklab.rl.runner" in targets}
     assert importers == {"soaklab.rl.train"}
