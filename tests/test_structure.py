@@ -248,15 +248,17 @@ def test_the_workflow_schema_lists_no_name_of_the_catalogue():
 
 
 def test_every_reference_of_the_catalogue_loads():
-    from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS, load
+    """Each built-in reference loads as what resolution requires of a plug-in's (a class with a
+    callable `build` for a stepper, a callable otherwise)."""
+    from soaklab.catalogue import RUN_FIELDS, RUN_REFERENCES, TASKS, reference_error
 
-    for algo in ALGORITHMS.values():
-        assert callable(load(algo.config)) and callable(load(algo.agent)), algo.name
-    for task in TASKS.values():
-        assert callable(load(task.builder)), task.name
-        assert task.resolve is None or callable(load(task.resolve)), task.name
-    for backend in BACKENDS.values():  # a class, built by soaklab.sim.build_stepper
-        assert isinstance(load(backend.stepper), type) and callable(load(backend.stepper).build), backend.name
+    errors = {(entry.name, field): reference_error(getattr(entry, field), field)
+              for run_field, fields in RUN_REFERENCES.items() for entry in RUN_FIELDS[run_field].values()
+              for field in fields}
+    errors |= {(task.name, "resolve"): reference_error(task.resolve, "resolve")
+               for task in TASKS.values() if task.resolve is not None}
+    assert {key: error for key, error in errors.items() if error} == {}
+    assert len(errors) == 2 * 2 + 2 + 2 + 1
 
 
 # The rooms that may compare a backend's name: the catalogue declares it, sim/ holds the backends.

@@ -316,6 +316,64 @@ def test_a_bad_plugin_stops_every_command_in_one_line(tmp_path, init, line):
     assert check.stdout.strip() == "['flashsac', 'sac']"
 
 
+RESOLVE = "soaklab_dummy/point_reach/resolve.py"
+DEFAULTS = "soaklab_dummy/point_reach/defaults.yaml"
+
+
+def referring(old: str, new: str) -> dict[str, str]:
+    """The plug-in's __init__ with one reference changed."""
+    return {"soaklab_dummy/__init__.py": PLUGIN["soaklab_dummy/__init__.py"].replace(old, new)}
+
+
+# An installed plug-in whose run cannot start: refused at resolution, before anything is written.
+@pytest.mark.parametrize(("files", "line"), [
+    ({RESOLVE: "import sys\n\n\ndef check(config, assets):\n    sys.exit(0)\n"},
+     "task point_reach: its resolve check soaklab_dummy.point_reach.resolve:check exited (SystemExit: 0); "
+     "fix or uninstall the plug-in that declares it"),
+    ({RESOLVE: "def check(config, assets):\n    raise ValueError('start too big')\n"},
+     "task point_reach: its resolve check soaklab_dummy.point_reach.resolve:check failed "
+     "(ValueError: start too big); fix or uninstall the plug-in that declares it"),
+    (referring("soaklab_dummy.serial:SerialMujoco", "soaklab_dummy.nope:SerialMujoco"),
+     "backend serial_mujoco: its stepper soaklab_dummy.nope:SerialMujoco does not load "
+     "(ModuleNotFoundError: No module named 'soaklab_dummy.nope'); fix or uninstall the plug-in that declares it"),
+    ({DEFAULTS: "task:\n  start: 0.5\n  control_weight: -0.01\ntraining:\n  bogus: 1\n"},
+     "point_reach/defaults.yaml: unknown key training.bogus (an entry's defaults define task.* keys"),
+    ({DEFAULTS: "task: 5\n"}, "point_reach/defaults.yaml: task: must be a mapping of the task's keys, not 5"),
+])
+def test_a_plugin_run_that_cannot_start_is_refused_at_resolution(tmp_path, files, line):
+    env = install(tmp_path / "site", {**PLUGIN, **files})
+    out = tmp_path / "rc.json"
+    result = soaklab(env, tmp_path, "config", "resolve", "--algo", "twin_sac", "--task", "point_reach", "--sim",
+                     "serial_mujoco", "--out", str(out))
+    lines = [entry for entry in result.stderr.splitlines() if entry.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and not out.exists(), result.stdout + result.stderr
+    assert line in lines[0], lines[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["site"], "nothing written"
+
+
+def test_a_tasks_check_gets_a_copy_its_edits_never_reach_the_record(tmp_path):
+    edits = ("def check(config, assets):\n    config['algo']['num_envs'] = 2\n    config['task']['start'] = 9.0\n"
+             "    config['training']['seed'] = 12345\n")
+    env = install(tmp_path / "site", {**PLUGIN, RESOLVE: edits})
+    out = tmp_path / "rc.json"
+    result = soaklab(env, tmp_path, "config", "resolve", "--algo", "twin_sac", "--task", "point_reach", "--sim",
+                     "mujoco", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = json.loads(out.read_text())["config"]
+    assert config["algo"]["num_envs"] == 4 and config["task"]["start"] == 0.5 and "seed" not in config["training"]
+
+
+def test_a_reference_that_does_not_load_as_its_caller_builds_it_is_named():
+    """What resolution refuses a run's entry for (soaklab.catalogue.reference_error)."""
+    from soaklab.catalogue import reference_error
+
+    assert reference_error("soaklab.rl.agents.nope:SACAgent", "agent") == (
+        "does not load (ModuleNotFoundError: No module named 'soaklab.rl.agents.nope')")
+    assert reference_error("soaklab.catalogue:PLUGIN_GROUP", "builder") == "is not callable (a str)"
+    assert reference_error("soaklab.sim:build_stepper", "stepper") == "is not a class with a callable build"
+    assert reference_error("soaklab.sim.mujoco_cpu:MujocoBackend", "stepper") is None
+
+
 def test_every_built_in_entry_holds_to_the_checks_a_plugins_entries_pass():
     from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS, _entry_error
 
@@ -400,3 +458,7 @@ def test_a_tasks_checks_are_named_by_a_reference_or_none():
     bad = replace(TASKS["cartpole_swingup"], resolve="checks.py")
     assert _entry_error(bad) == ("task 'cartpole_swingup': resolve must be None or a \"module:name\" reference, "
                                  "not 'checks.py'")
+    # A relative defaults path would be read from wherever the command runs.
+    relative = replace(TASKS["cartpole_swingup"], defaults="cartpole/defaults.yaml")
+    assert _entry_error(relative) == ("task 'cartpole_swingup': defaults must be None or an absolute path of a YAML, "
+                                      "not 'cartpole/defaults.yaml'")

@@ -71,7 +71,7 @@ def test_overrides_do_not_mutate_shared_defaults():
     assert compose("sac", "g1_motion_tracking", "mujoco").config["algo"]["num_envs"] == 2048
 
 
-def test_owner_file_with_unknown_key_fails_closed(tmp_path, monkeypatch):
+def test_owner_file_with_unknown_key_or_bad_yaml_fails_closed(tmp_path, monkeypatch):
     import shutil
 
     from soaklab.config import compose as compose_mod
@@ -87,6 +87,14 @@ def test_owner_file_with_unknown_key_fails_closed(tmp_path, monkeypatch):
         compose("sac", "g1_motion_tracking", "mujoco")
     assert "unknown key training.inference_slots" in str(info.value)
     assert "did you mean training.inference_slot_capacity" in str(info.value)
+    # YAML that does not parse: one line naming the file and where the parser stopped.
+    broken = root / "sac/task/g1_motion_tracking/mujoco.yaml"
+    broken.write_text("inherits: base.yaml\ntraining: [sim_backend: mujoco\n  control: {")
+    with pytest.raises(InvalidInput) as info:
+        compose("sac", "g1_motion_tracking", "mujoco")
+    assert str(info.value).startswith(f"{broken}: cannot load owner YAML (while parsing a flow sequence, line 2 "), (
+        str(info.value))
+    assert "\n" not in str(info.value)
 
 
 def test_leaf_keys_lists_nested_keys():

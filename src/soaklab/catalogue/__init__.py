@@ -40,8 +40,9 @@ class Algorithm:
     name: str
     config: str  # "module:Class": the `algo` section's typed config
     agent: str  # "module:Class": the agent, built with (obs, critic obs, action, envs, config, device)
-    # A YAML of its `algo` defaults (the shared keys' values it changes; keys of its own config
-    # class); None: config/defaults/<name>/config.yaml where it is, else the shared defaults alone.
+    # The absolute path of a YAML of its `algo` defaults (the shared keys' values it changes; keys of
+    # its own config class); None: config/defaults/<name>/config.yaml where it is, else the shared
+    # defaults alone.
     defaults: str | None = None
 
 
@@ -68,12 +69,13 @@ class Task:
     needs_assets: bool  # the G1 model and clips (`soaklab assets pull`) before it resolves
     tracking_metrics: tuple[str, ...] = ()  # per-step measures logged but never rewarded
     tracking: bool = False  # follows a reference clip: motion libraries, first-frame evaluation, tracking figures
-    # A YAML defining its `task:` keys (and any values it changes), kept in the task's folder;
-    # None: no task keys.
+    # The absolute path of a YAML defining its `task:` keys (and any shared values it changes), kept
+    # in the task's folder; None: no task keys.
     defaults: str | None = None
-    # "module:function": the task's own resolution checks, called with plain values (the composed
-    # config's mapping and the asset manifest's record) before anything is built; they raise
-    # soaklab.errors.InvalidInput. None: the task has none.
+    # "module:function": the task's own resolution checks, called with plain values (copies of the
+    # composed config's mapping and of the asset manifest's record) before anything is built; they
+    # raise soaklab.errors.InvalidInput (anything else raised is a refusal naming the check). None:
+    # the task has none.
     resolve: str | None = None
 
 
@@ -159,8 +161,9 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
         if type(value) is not bool:
             return "must be True or False"
     elif field == "defaults":
-        if value is not None and not (isinstance(value, str) and value):
-            return "must be None or the path of a YAML"
+        # absolute: a plug-in's relative path would be read from wherever the command runs
+        if value is not None and not (isinstance(value, str) and Path(value).is_absolute()):
+            return "must be None or an absolute path of a YAML"
     elif field == "module":
         if value is not None and not (isinstance(value, str) and MODULE.match(value)):
             return "must be None or a module name"
@@ -258,6 +261,45 @@ def load(reference: str) -> Any:
     """What a "module:name" reference names, imported now (builders and configs load only when used)."""
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+# The references of a run's entries that its processes load once they start, by the entry's table:
+# each must load as what its caller builds (a class with a callable `build` for a stepper).
+RUN_REFERENCES: dict[str, tuple[str, ...]] = {"algo": ("config", "agent"), "task": ("builder",),
+                                              "sim": ("stepper",)}
+
+
+def reference_error(reference: str, field: str) -> str | None:
+    """Why the "module:name" `reference` of an entry's `field` does not load as what soaklab calls
+    there, or None: imported now, so a plug-in's failure (a `sys.exit` included) is named here
+    rather than in a spawned process."""
+    try:
+        target = load(reference)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the plug-in's own code
+        return f"does not load ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})"
+    if field == "stepper":
+        if not (isinstance(target, type) and callable(getattr(target, "build", None))):
+            return "is not a class with a callable build"
+    elif not callable(target):
+        return f"is not callable (a {type(target).__name__})"
+    return None
+
+
+def run_reference_error(algo: str, task: str, sim: str) -> str | None:
+    """The first reference of the run's entries (RUN_REFERENCES) that does not load, in one line
+    naming the entry, the field, the reference and the fix; None when all do."""
+    names = {"algo": algo, "task": task, "sim": sim}
+    for run_field, entry_fields in RUN_REFERENCES.items():
+        entry = RUN_FIELDS[run_field][names[run_field]]
+        for field in entry_fields:
+            reference = getattr(entry, field)
+            if reason := reference_error(reference, field):
+                kind = {"algo": "algorithm", "task": "task", "sim": "backend"}[run_field]
+                return (f"{kind} {entry.name}: its {field} {reference} {reason}; "
+                        "fix or uninstall the plug-in that declares it")
+    return None
 
 
 def choices(table: dict[str, Any]) -> str:

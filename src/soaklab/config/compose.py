@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -62,11 +63,39 @@ class ComposedConfig:
 def _load(path: Path) -> DictConfig:
     try:
         loaded = OmegaConf.load(path)
-    except (OSError, OmegaConfBaseException, ValueError) as exc:
-        raise InvalidInput(f"{path}: cannot load owner YAML ({exc})") from None
+    except yaml.MarkedYAMLError as exc:  # the parser's own words and where, on one line
+        said = [f"{text}{f', line {mark.line + 1} column {mark.column + 1}' if mark is not None else ''}"
+                for text, mark in ((exc.context, exc.context_mark), (exc.problem, exc.problem_mark)) if text]
+        raise InvalidInput(f"{path}: cannot load owner YAML ({': '.join(said)})".splitlines()[0]) from None
+    except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError) as exc:
+        raise InvalidInput(f"{path}: cannot load owner YAML ({exc})".splitlines()[0]) from None
     if not isinstance(loaded, DictConfig):
         raise InvalidInput(f"{path}: owner YAML must be a mapping")
     return loaded
+
+
+def _defining(path: Path, section: str, cfg: DictConfig) -> DictConfig:
+    """`cfg` with the entry's defaults YAML at `path` merged in: it may define keys under `section`
+    (a task's YAML must: `task:`, the mapping of its keys), and set only keys `cfg` has elsewhere."""
+    layer = _load(path)
+    container = OmegaConf.to_container(layer)
+    assert isinstance(container, dict)
+    if section == "task" and not isinstance(container.get("task"), dict):
+        raise InvalidInput(f"{path}: task: must be a mapping of the task's keys, "
+                           f"not {container.get('task')!r}")
+    layer_keys = leaf_keys(container)
+    check_removed_keys(layer_keys)
+    known = leaf_keys(OmegaConf.to_container(cfg))
+    for key in layer_keys:
+        if key != section and not key.startswith(f"{section}.") and key not in known:
+            raise InvalidInput(f"{path}: unknown key {key} (an entry's defaults define {section}.* keys and set "
+                               f"the shared ones only){suggest(key, known)}")
+    try:
+        merged = OmegaConf.merge(cfg, layer)
+    except OmegaConfBaseException as exc:
+        raise InvalidInput(f"{path}: {exc}".splitlines()[0]) from None
+    assert isinstance(merged, DictConfig)
+    return merged
 
 
 def leaf_keys(node: Any, prefix: str = "") -> list[str]:
@@ -110,9 +139,12 @@ def compose(algo: str, task: str, sim: str, overrides: list[str] | tuple[str, ..
     parsed = parse_overrides(overrides)
     check_removed_keys(o.key for o in parsed)
     chain = owner_chain(algo, task, sim)
-    layers = [CONF_ROOT / SHARED / "common.yaml", algo_defaults(algo), task_defaults(task)]
-    cfg = OmegaConf.merge(*(_load(path) for path in layers if path is not None))
-    assert isinstance(cfg, DictConfig)
+    cfg = _load(CONF_ROOT / SHARED / "common.yaml")
+    # The entries' defaults define their own section's keys and set the shared ones: checked like an
+    # owner file, so a key the contract does not know is named with its file before anything is written.
+    for section, path in (("algo", algo_defaults(algo)), ("task", task_defaults(task))):
+        if path is not None:
+            cfg = _defining(path, section, cfg)
     known = leaf_keys(OmegaConf.to_container(cfg))
     OmegaConf.set_struct(cfg, True)
     cfg.training.sim_backend = sim  # what --sim names; an owner file may say it again, never otherwise

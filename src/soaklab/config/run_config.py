@@ -6,6 +6,7 @@ anything is written, so a refusal leaves no file behind. Callers go through soak
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from soaklab.assets.record import assets_record, resolved_motion, scene_for_env
-from soaklab.catalogue import TASKS, load, tracking_tasks
+from soaklab.catalogue import TASKS, load, reference_error, run_reference_error, tracking_tasks
 from soaklab.config.compose import ComposedConfig
 from soaklab.contract.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.contract.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
@@ -132,6 +133,8 @@ def resolve_run_config(
                            "bound a data-parallel run with algo.max_iterations")
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     assets = assets_record(manifest_path)
+    if error := run_reference_error(composed.algo, composed.task, composed.sim):
+        raise InvalidInput(error)  # here, not in a spawned collector or learner after the run dir exists
     check_task(composed, assets)
     layout = layout_of(settings, composed.get("algo.num_envs"), composed.task, composed.get("env.motion"))
     check_replay_holds_a_step(replay, layout)
@@ -177,11 +180,23 @@ def check_task(composed: ComposedConfig, assets: dict[str, Any] | None) -> None:
     if isinstance(motion, list) and not task.tracking:
         raise SettingError("env.motion", motion, f"a motion library needs a tracking task "
                            f"({', '.join(tracking_tasks())}), not {composed.task}")
-    if task.resolve is not None:
-        load(task.resolve)(composed.config, assets)
+    if task.resolve is None:
+        return
+    where = f"task {task.name}: its resolve check {task.resolve}"
+    if reason := reference_error(task.resolve, "resolve"):
+        raise InvalidInput(f"{where} {reason}; fix or uninstall the plug-in that declares it")
+    try:  # copies: a check can refuse, never edit what is recorded
+        load(task.resolve)(copy.deepcopy(composed.config), copy.deepcopy(assets))
+    except (InvalidInput, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # the task's own code: a sys.exit is a failure too, never the command's end
+        verb = "exited" if isinstance(exc, SystemExit) else "failed"
+        raise InvalidInput(f"{where} {verb} ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}); "
+                           "fix or uninstall the plug-in that declares it") from None
 
 
 def write_run_config(resolved: ResolvedRun, out: Path) -> dict[str, Any]:
+    _ = resolved.run  # the typed config is built before anything is written: a record this build reads
     record = resolved.record()
     validate_artifact("run_config", record)
     write_json_atomic(out, record)
