@@ -247,6 +247,14 @@ def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tm
     tags = set(current_tags(read_scalars(event_file(run_dir)))["tag"])
     assert {"Train/reward/distance", "Train/reward/control", "Loss/critic"} <= tags, sorted(tags)
 
+    # Without the plug-in installed, the run dir names what to install (resolving again would not
+    # make this run exportable or resumable).
+    bare = dict(os.environ)  # the environment the plug-in was installed into, without it
+    orphan = soaklab(bare, tmp_path, "export", str(run_dir), "--out", str(tmp_path / "orphan.onnx"))
+    lines = [line for line in orphan.stderr.splitlines() if line.strip()]
+    assert orphan.returncode == 2 and len(lines) == 1, orphan.stderr
+    assert "its algo 'twin_sac' is not in the installed catalogue: install the plug-in that declares it" in lines[0]
+
     onnx = tmp_path / "policy.onnx"
     exported = soaklab(plugin, tmp_path, "export", str(run_dir), "--out", str(onnx))
     assert exported.returncode == 0, exported.stdout + exported.stderr
