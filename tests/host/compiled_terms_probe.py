@@ -1,6 +1,9 @@
 """Run in a fresh process by tests/host/test_compile_cache.py: build a G1 env with torch.compile'd
-task terms (the inductor cache is whatever the environment says), step it, and save what it produced,
-what the same steps give with eager terms, and how often inductor's FX-graph cache hit or missed.
+task terms (which points inductor at its keyed cache under whatever base the environment names),
+compile one of the task's reward terms there, and save what it computed, what the eager term gives
+on the same inputs, and how often inductor's FX-graph cache hit or missed. One small term, not the
+env's whole step graph: the cache's keying is the same for any graph, at a tenth of the compile
+(the whole graph's compiled-vs-eager agreement is tests/tasks/g1_tracking/test_compile.py's).
 
     python tests/host/compiled_terms_probe.py SCENE MOTION OUT.pt
 """
@@ -18,31 +21,24 @@ from torch._dynamo.utils import counters
 from soaklab.config.compose import compose
 from soaklab.host.info import cpu_capability
 from soaklab.tasks.env import EnvSpec
+from soaklab.tasks.g1_tracking import terms
 from soaklab.tasks.registry import make_env
-
-
-def _steps(run, scene: str, compile_terms: bool) -> dict[str, torch.Tensor]:
-    env = make_env(run, EnvSpec.of(run), Path(scene), compile_terms=compile_terms)
-    generator = torch.Generator().manual_seed(0)
-    rewards, observations = [], []
-    env.reset()
-    for _ in range(5):
-        result = env.step(torch.rand(4, env.spaces.action, generator=generator) * 2 - 1)
-        rewards.append(result.reward.clone())
-        observations.append(result.obs.clone())
-    env.close()
-    return {"reward": torch.stack(rewards), "obs": torch.stack(observations)}
 
 
 def main(scene: str, motion: str, out: str) -> None:
     torch.set_num_threads(1)
     run = compose("sac", "g1_motion_tracking", "mujoco", ["algo.num_envs=4", f"env.motion={json.dumps(motion)}",
                                                          "env.num_threads=1"]).run
-    compiled = _steps(run, scene, compile_terms=True)
+    env = make_env(run, EnvSpec.of(run), Path(scene), compile_terms=True)  # keys the cache, compiles lazily
+    assert env.compiled
+    env.close()
+    generator = torch.Generator().manual_seed(0)
+    ref, robot = (torch.nn.functional.normalize(torch.randn(4, 14, 4, generator=generator), dim=-1) for _ in range(2))
+    compiled = torch.compile(terms.body_ori_reward, dynamic=False)(ref, robot, 0.4)
     inductor = counters["inductor"]
     torch.save({"capability": cpu_capability(), "cache": os.environ["TORCHINDUCTOR_CACHE_DIR"],
                 "fxgraph_cache": {"hit": inductor["fxgraph_cache_hit"], "miss": inductor["fxgraph_cache_miss"]},
-                **compiled, "eager": _steps(run, scene, compile_terms=False)}, out)
+                "reward": compiled, "eager": {"reward": terms.body_ori_reward(ref, robot, 0.4)}}, out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """torch.compile's cache is kept per instruction set (soaklab.host.compile_cache), on real processes:
-task terms compiled under the host's own capability and then run under a lower one, from the same
-cache base, compile afresh (no FX-graph cache hit) and step as the eager terms do. Unkeyed, inductor
+a G1 task term compiled under the host's own capability and then under a lower one, from the same
+cache base, compiles afresh (no FX-graph cache hit) and computes what the eager term does. Unkeyed, inductor
 handed the second process the first one's kernels: on an AVX-512 host they stepped the G1 env to
 rewards of -1e22 and NaN."""
 
@@ -45,7 +45,8 @@ def test_terms_compiled_under_one_capability_are_not_reused_under_another(g1_ass
     # the second process compiled its own kernels: nothing of the first one's was handed to it
     assert first["fxgraph_cache"]["miss"] > 0 and second["fxgraph_cache"]["miss"] > 0
     assert second["fxgraph_cache"]["hit"] == 0
-    for key in ("reward", "obs"):
-        assert torch.isfinite(second[key]).all()
-        # compiled terms agree with eager to the tolerance tests/tasks/g1_tracking/test_compile.py holds them to
-        torch.testing.assert_close(second[key], second["eager"][key], rtol=1e-4, atol=1e-5)
+    for probe in (first, second):  # each one's compiled graph is on disk in its own folder
+        assert any((Path(probe["cache"]) / "fxgraph").rglob("*")), probe["cache"]
+    assert torch.isfinite(second["reward"]).all()
+    # the compiled term agrees with eager to the tolerance tests/tasks/g1_tracking/test_compile.py holds terms to
+    torch.testing.assert_close(second["reward"], second["eager"]["reward"], rtol=1e-4, atol=1e-5)

@@ -33,7 +33,9 @@ def train(run_dir: Path, algo: str = "sac", task: str = "cartpole_swingup", *ext
 
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("cartpole") / "run")
+    """With the defaults' end of training (export and play into the run dir); the tests below write
+    their own files into their tmp_path, never into the run dir."""
+    return train(tmp_path_factory.mktemp("cartpole") / "run", post=())
 
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
@@ -151,9 +153,9 @@ def test_a_checkpoint_of_another_run_of_the_same_shapes_is_refused(cli, tmp_path
     assert mine.code == 0, mine.err
 
 
-def test_a_completed_run_exports_and_plays_at_its_end(tmp_path):
+def test_a_completed_run_exports_and_plays_at_its_end(cartpole_run):
     """The defaults: a completed standalone run leaves policy.onnx and play.mp4 in its run dir."""
-    run_dir = train(tmp_path / "run", post=())
+    run_dir = cartpole_run
     record = json.loads((run_dir / "post_training.json").read_text())
     if record["play"]["status"] == "failed" and "no offscreen GL context" in record["play"]["line"]:
         pytest.skip(record["play"]["line"])

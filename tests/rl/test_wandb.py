@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +14,6 @@ import pytest
 from soaklab.metrics.events import event_file, read_scalars
 from soaklab.metrics.tags import ITERATION_TAG
 from soaklab.metrics.wandb_offline import read_offline_run
-from tests.policy.test_export import FAST, QUIET
 from tests.rl.test_ranks import RANKS
 
 pytest.importorskip("wandb", reason="the wandb extra (pip install 'soaklab[wandb]')")
@@ -57,40 +54,24 @@ def clean_env(monkeypatch):
     return dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
 
 
-def test_a_g1_run_logs_the_same_series_to_wandb_offline(tmp_path, g1_assets, clean_env):
-    run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "soaklab", "train", "--algo", "flashsac", "--task",
-                           "g1_motion_tracking", "--sim", "mujoco", "--assets-manifest", str(g1_assets.manifest_path),
-                           *FAST, *QUIET, WANDB, "training.wandb_project=soaklab-tests", f"training.log_dir={run_dir}"],
-                          env=clean_env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # Offline by default (no account, no network): the training's folder, then the one the end of
-    # the run adds its figures with (post-training's `soaklab wandb summary`), both of one W&B run.
-    folder, summary_folder = offline_runs(run_dir)
-    run, end = read_offline_run(folder), read_offline_run(summary_folder)
-    assert end.run_id == run.run_id and end.history == {}
-    assert end.summary["train/status"] == "completed" and end.summary["train/completed_iterations"] == 12
-    assert run.project == "soaklab-tests" and run.run_id
-    assert assert_same_series(run_dir, run.history) > 50
-    # The resolved run config is the run's config.
-    recorded = json.loads((run_dir / "run_config.json").read_text())
-    assert run.config["config_hash"] == recorded["config_hash"]
-    assert run.config["config"]["training"]["loggers"] == ["tensorboard", "wandb"]
-    loggers = json.loads((run_dir / "run_summary.json").read_text())["loggers"]
-    assert loggers["wandb"] == {"state": "ok", "reason": None, "mode": "offline", "run_folder": str(folder)}
-    assert loggers["tensorboard"]["state"] == "ok"
-
-
 def test_two_ranks_make_one_wandb_run(start_train, clean_env, monkeypatch):
     monkeypatch.setenv("WANDB_RUN_GROUP", "sweep-x")  # what the DAG sets for a sweep's runs
-    run = start_train(*RANKS, WANDB, "algo.max_iterations=30")
+    run = start_train(*RANKS, WANDB, "algo.max_iterations=30", "training.wandb_project=soaklab-tests")
     assert run.wait() == 0, run.output()
-    # Rank 0 alone logs: one W&B run, its training folder and the end-of-run summary's.
+    # Offline by default (no account, no network). Rank 0 alone logs: one W&B run, its training
+    # folder, then the one the end of the run adds its figures with (post-training's `soaklab wandb summary`).
     folder, summary_folder = offline_runs(run.run_dir)
-    history = read_offline_run(folder)
-    assert read_offline_run(summary_folder).run_id == history.run_id
-    assert history.group == "sweep-x"
-    assert assert_same_series(run.run_dir, history.history) > 0
+    history, end = read_offline_run(folder), read_offline_run(summary_folder)
+    assert end.run_id == history.run_id and end.history == {}
+    assert end.summary["train/status"] == "completed" and end.summary["train/completed_iterations"] == 30
+    assert history.project == "soaklab-tests" and history.group == "sweep-x"
+    assert assert_same_series(run.run_dir, history.history) > 50
+    # The resolved run config is the run's config (a G1 run's series: tests/workflow/test_wandb.py).
+    assert history.config["config_hash"] == json.loads((run.run_dir / "run_config.json").read_text())["config_hash"]
+    assert history.config["config"]["training"]["loggers"] == ["tensorboard", "wandb"]
+    loggers = run.summary["loggers"]
+    assert loggers["wandb"] == {"state": "ok", "reason": None, "mode": "offline", "run_folder": str(folder)}
+    assert loggers["tensorboard"]["state"] == "ok"
     # The rows are rank 0's combined ones: the replay size sums both ranks' rows, as TensorBoard has it.
     sizes = history.history["Replay/size"]
     assert sizes == {step: 2.0 * (step + 1) * 8 for step in range(30)}

@@ -1,6 +1,7 @@
 """The DAG with W&B on (training.loggers with wandb), offline: the soak target adds the DAG's verdict
 to the training's W&B run, and the report's page for the run names its W&B folders and the
-`wandb sync` line that uploads them."""
+`wandb sync` line that uploads them. Its run is the G1 task's: W&B has every Train/ and Loss/ series
+of the event file, G1's reward terms included (a standalone run's W&B: tests/rl/test_wandb.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from soaklab.metrics.wandb_offline import read_offline_run
+from tests.rl.test_wandb import assert_same_series
 from tests.workflow.conftest import snakemake
 
 pytestmark = pytest.mark.snakemake
@@ -38,6 +40,10 @@ def test_a_dag_run_with_wandb_links_its_wandb_run_in_the_report(project, monkeyp
     run, summary = read_offline_run(trained), read_offline_run(summarised)
     assert run.run_id == summary.run_id == record["run_id"]
     assert run.project == "soaklab-dag" and run.history["Perf/iteration_ms"]
+    assert assert_same_series(trained.parent.parent, run.history) > 50
+    assert run.config["config_hash"] == json.loads((results / "train/run_config.json").read_text())["config_hash"]
+    loggers = json.loads((results / "train/run_summary.json").read_text())["loggers"]
+    assert loggers["wandb"]["state"] == "ok" and Path(loggers["wandb"]["run_folder"]).name == trained.name
     # The run is named after the workflow run; the DAG's verdict is its summary.
     assert f"wandb: {'cpu'}" in (work / "logs/cpu/wandb_summary.log").read_text()
     assert summary.summary["soaklab/status"] == "passed"
