@@ -100,6 +100,7 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
     nothing unlinks the learner's segments. The next run's learner reclaims them before it creates its
     own, and says so in one line naming the gone learner."""
     tries = iter(range(3))
+    before = python_semaphores()
 
     def attempt() -> None:
         k = next(tries)
@@ -123,7 +124,30 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
             raise Raced  # another test's run with the reclaim on (test_shm only) took them first
         assert int(lines[0]["count"]) >= len(left)
 
-    until_unraced(attempt)
+    try:
+        until_unraced(attempt)
+    finally:
+        # The SIGKILL took Python's resource tracker too, so the victims' multiprocessing semaphores
+        # stay named in /dev/shm: this test removes those it left (new since it began, and mapped by
+        # no live process), never one another test's live process holds.
+        for name in python_semaphores() - before - mapped_shm_names():
+            (SHM_DIR / name).unlink(missing_ok=True)
+
+
+def python_semaphores() -> set[str]:
+    return {path.name for path in SHM_DIR.glob("sem.mp-*")}
+
+
+def mapped_shm_names() -> set[str]:
+    """Names under /dev/shm some live process has mapped (a named semaphore is mapped by each holder)."""
+    names: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text()
+        except OSError:  # gone, or not ours to read
+            continue
+        names.update(m.group(1) for m in re.finditer(r"/dev/shm/(\S+)", text))
+    return names
 
 
 def test_only_this_pid_namespaces_segments_are_judged(tmp_path):
