@@ -21,7 +21,7 @@ out=${OUT:-/tmp/soaklab-out}
 n=${N:-4}
 envs=${ENVS:-1024}
 iterations=${ITERATIONS:-1000}
-limit=${RUN_LIMIT_S:-300}  # a run still going after this is interrupted, so the evidence still comes home
+limit=${RUN_LIMIT_S:-400}  # a run still going after this is interrupted, so the evidence still comes home
 clip=${CLIP:-largebox}  # synthetic: no clip wheel to carry (the race under test is MPS control, not the clip)
 work=/root/mps-concurrent
 ev=$work/evidence
@@ -33,7 +33,7 @@ stage "assets and kernels ($envs worlds)"
 source_flag=()
 [ -e resources/assets/cache/mjlab-1.6.0-py3-none-any.whl ] && source_flag=(--source resources/assets/cache/mjlab-1.6.0-py3-none-any.whl)
 python3 -m soaklab assets pull --robot g1 --clip "$clip" ${source_flag[@]+"${source_flag[@]}"} >"$ev/assets.log" 2>&1 || { cat "$ev/assets.log"; pack; exit 2; }
-python3 scripts/gpu/warmup.py --worlds "$envs" --replays 5 --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
+python3 scripts/gpu/warmup.py --worlds "$envs" --replays 5 --clip "$clip" --out "$ev/warmup.json" >"$ev/warmup.log" 2>&1 \
   || tail -5 "$ev/warmup.log"
 
 stage "mps start"
@@ -49,7 +49,7 @@ for i in $(seq 1 "$n"); do
     while [ ! -e "$go" ]; do sleep 0.005; done  # the barrier: all N leave it within a few milliseconds
     date -u +%s.%N >"$ev/run-$i.released"
     exec timeout --signal=INT --kill-after=30 "$limit" python3 -m soaklab train --algo flashsac \
-      --task g1_motion_tracking --sim mjwarp training.cuda_process_sharing=mps "algo.num_envs=$envs" \
+      --task g1_motion_tracking --sim mjwarp --skip-post-training training.cuda_process_sharing=mps "algo.num_envs=$envs" \
       "algo.max_iterations=$iterations" "algo.save_interval=$iterations" "training.log_dir=$work/run-$i"
   ) >"$ev/run-$i.log" 2>&1 &
   pids+=($!)

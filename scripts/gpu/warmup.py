@@ -30,6 +30,8 @@ def main() -> int:
     parser.add_argument("--njmax", type=int, default=DEFAULT_NJMAX, help="constraint rows per world")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--clip", default="largebox",
+                        help="the clip the assets are pulled with (synthetic: no clip wheel on the machine)")
     args = parser.parse_args()
 
     import mujoco
@@ -42,7 +44,8 @@ def main() -> int:
 
     wheel = next(Path("resources/assets/cache").glob("mjlab-*.whl"))
     manifest = pull_assets(PullRequest(robot="g1", source=str(wheel), motion=None, dest=Path("resources/assets"),
-                                       manifest=Path("results/assets/manifest.json"), repair=False))
+                                       manifest=Path("results/assets/manifest.json"), repair=False,
+                                       clip=args.clip))
     config = compose("flashsac", "g1_motion_tracking", "mujoco", []).config
     cfg = TrackingConfig.from_config(config["task"])
     model, _, _ = build_tracking_model(manifest["scene"]["path"], cfg)
