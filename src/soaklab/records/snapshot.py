@@ -83,7 +83,12 @@ def machine_kind(context: dict[str, Any], machine: str) -> str:
     if machine == "gpu":
         gpus = context.get("gpus") or []
         names = sorted({g.get("name", "?") for g in gpus})
-        return f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
+        kind = f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
+        if (context.get("determinism") or {}).get("enabled"):
+            # training.deterministic: bit for bit on this GPU model, driver and CUDA (docs/determinism.md)
+            drivers = sorted({str(g.get("driver", "?")) for g in gpus}) or ["?"]
+            kind += f", driver {' + '.join(drivers)}, CUDA {context['determinism'].get('cuda') or '?'}, deterministic"
+        return kind
     host = context.get("host") or {}
     if context.get("numerics"):
         return numerics.machine_kind(context["numerics"], host)
