@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from typing import Any
 
 ENV = "SOAKLAB_DETERMINISTIC"
@@ -48,16 +49,10 @@ def enter(seed: int) -> dict[str, Any]:
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    """'1.19.0.dev3' -> (1, 19, 0): the release numbers, for a comparison with a minimum."""
-    out = []
-    for part in version.split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        out.append(int(digits))
-        if not part.isdigit():
-            break
-    return tuple(out)
+    """'1.19.0.dev3' -> (1, 19, 0), '4.0.0rc1' -> (4, 0, 0): the release numbers, for a comparison with
+    a minimum (a pre-release counts as its release)."""
+    return tuple(int(n) for n in re.findall(r"^\d+(?:\.\d+)*", version.split("+")[0])[0].split(".")) \
+        if re.match(r"^\d", version) else ()
 
 
 def lacking(minimums: tuple[tuple[str, str], ...], found: dict[str, str | None]) -> list[str]:
