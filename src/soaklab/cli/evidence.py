@@ -91,6 +91,6 @@ def add_evidence_commands(sub: Any) -> None:
 
     diff = sub.add_parser("diff-runs", help="whether two runs are the same bit for bit, and if not, the first "
                                             "step and tensor that differ (docs/determinism.md)")
-    diff.add_argument("run_a", type=Path)
-    diff.add_argument("run_b", type=Path)
+    diff.add_argument("run_a", type=Path, help="a run dir (traced with SOAKLAB_TRACE=1, or finished)")
+    diff.add_argument("run_b", type=Path, help="the run dir to compare it with")
     diff.set_defaults(func=cmd_diff_runs)
