@@ -88,11 +88,14 @@ bits)
   diff_runs "$work/A" "$work/B"
   diff_runs "$work/A" "$work/D"
   diff_runs "$work/A" "$work/C"
-  python3 - "$work"/A/backend_diagnostics.json "$work"/C/backend_diagnostics.json <<'EOF' | tee -a "$pack/diff-runs.txt"
+  python3 - "$work"/A "$work"/C <<'EOF' | tee -a "$pack/diff-runs.txt"
 import json, sys
-for path in sys.argv[1:]:
-    d = json.load(open(path))["diagnostics"]
-    print(path, "opt.deterministic", d.get("deterministic"), "step graph", d["cuda_graph"]["enabled"])
+from pathlib import Path
+for run in map(Path, sys.argv[1:]):  # what each mode ran: the env's kernels, and whether the graphs held
+    env = json.loads((run / "backend_diagnostics.json").read_text())["diagnostics"]
+    learner = json.loads((run / "run_summary.json").read_text())["runtime_manifest"].get("learner_diagnostics") or {}
+    print(run.name, "opt.deterministic", env.get("deterministic"), "env step graph", env["cuda_graph"],
+          "learner graphs", json.dumps(learner.get("cuda_graph")))
 EOF
   keep "$work"/A "$work"/B "$work"/C "$work"/D
   ;;
