@@ -7,16 +7,16 @@
 # warm      mujoco_warp's kernels compiled in both modes (the deterministic ones are new to a carried
 #           cache) and the raw physics ceiling of each at 1024 and 4096 worlds (scripts/gpu/warmup.py);
 #           bootstrap.sh then packs the kernel cache: keep it (keep-cache.sh) and carry it to the next.
-# bits      four runs at once under one MPS daemon, FlashSAC on G1, MJWarp, 1024 envs, 300 iterations
-#           (568 updates), traced (SOAKLAB_TRACE=1): A and B deterministic, C default, D deterministic
-#           killed at iteration 150 (SOAKLAB_FAULT=kill_learner@150) and resumed from its checkpoint
-#           at 100. `soaklab diff-runs` compares A with B, A with D (traces, series, final weights:
-#           equal) and A with C (the default mode: the first step and tensor that differ).
+# bits      five runs at once under one MPS daemon, FlashSAC on G1, MJWarp, 1024 envs, 300 iterations
+#           (568 updates), traced (SOAKLAB_TRACE=1): A and B deterministic, C and E default, D
+#           deterministic killed at iteration 150 (SOAKLAB_FAULT=kill_learner@150) and resumed from its
+#           checkpoint at 100. `soaklab diff-runs` compares A with B, A with D (traces, series, final
+#           weights: equal), A with C, and C with E (the default mode: where its runs part).
 # soak      `snakemake soak --configfile config/gpu-deterministic.yaml`, then the same with
 #           `-R train_soak`: diff-runs of the two run dirs (series and final weights).
 # cost      env-steps/s of the deterministic and default modes at 1024 and 4096 envs, each run alone,
 #           with the phases (scripts/gpu/gpu_phases.py: update, the collector's env step) beside the
-#           physics ceiling of the warm stage (physics; task = env step - physics); a table.
+#           physics alone of each mode on this machine (warmup.py; task = env step - physics); a table.
 # learning  the gpu-learning record reproduced with record_overrides training.deterministic: true (its
 #           three seeds side by side): the mode's learning against the record's bands.
 # record    `soaklab record update gpu-deterministic`, then `snakemake reproduce` of it on this
@@ -73,21 +73,23 @@ warm)
   done
   ;;
 bits)
-  log "A, B (deterministic), C (default), D (deterministic, killed at 150) at once, traced"
+  log "A, B (deterministic), C, E (default), D (deterministic, killed at 150) at once, traced"
   export SOAKLAB_TRACE=1
   train A training.deterministic=true &
   train B training.deterministic=true &
   train C &
+  train E &
   (export SOAKLAB_FAULT=kill_learner@150; train D training.deterministic=true; unset SOAKLAB_FAULT
    log "D: resume"
    python3 -m soaklab train --resume "$work/D" >"$work/D-resume.log" 2>&1; echo "train --resume D: exit $?") &
   wait
   unset SOAKLAB_TRACE
-  for name in A B C D; do grep -h "^train: \(completed\|failed\|resuming\)" "$work/$name.log" "$work/$name-resume.log" 2>/dev/null; done
+  for name in A B C D E; do grep -h "^train: \(completed\|failed\|resuming\)" "$work/$name.log" "$work/$name-resume.log" 2>/dev/null; done
   log "compare"
   diff_runs "$work/A" "$work/B"
   diff_runs "$work/A" "$work/D"
   diff_runs "$work/A" "$work/C"
+  diff_runs "$work/C" "$work/E"  # the default mode against itself: where GPU runs part without the mode
   python3 - "$work"/A "$work"/C <<'EOF' | tee -a "$pack/diff-runs.txt"
 import json, sys
 from pathlib import Path
@@ -97,7 +99,7 @@ for run in map(Path, sys.argv[1:]):  # what each mode ran: the env's kernels, an
     print(run.name, "opt.deterministic", env.get("deterministic"), "env step graph", env["cuda_graph"],
           "learner graphs", json.dumps(learner.get("cuda_graph")))
 EOF
-  keep "$work"/A "$work"/B "$work"/C "$work"/D
+  keep "$work"/A "$work"/B "$work"/C "$work"/D "$work"/E
   ;;
 soak)
   log "snakemake soak (gpu-det)"
@@ -112,6 +114,11 @@ soak)
   keep "$work/first" "$work/rerun"
   ;;
 cost)
+  for mode in default deterministic; do  # the physics alone, on this machine (kernels from the warm stage)
+    flag=(); [ "$mode" = deterministic ] && flag=(--deterministic)
+    python3 scripts/gpu/warmup.py --worlds 1024,4096 "${flag[@]}" --out "$pack/ceiling-$mode.json" \
+      >"$work/warmup-$mode.log" 2>&1; echo "warmup $mode: exit $?"
+  done
   for envs in 1024 4096; do
     iterations=$(( envs == 1024 ? 1500 : 800 ))
     for mode in default deterministic; do
@@ -126,7 +133,7 @@ cost)
         --source "scripts/gpu/determinism.sh cost" >/dev/null 2>&1 || echo "gpu_phases $name failed"
     done
   done
-  python3 - "$pack" "${CEILINGS:-/root/determinism/warm/pack}" <<'EOF' | tee "$pack/cost.md"
+  python3 - "$pack" "$pack" <<'EOF' | tee "$pack/cost.md"
 import json, sys
 from pathlib import Path
 pack, warm = Path(sys.argv[1]), Path(sys.argv[2])
@@ -136,7 +143,8 @@ def ceiling(mode, envs):
         return next(r["control_step_ms_median"] for r in runs if r["worlds"] == envs)
     except (OSError, StopIteration, KeyError, ValueError):
         return None
-print("| envs | mode | env-steps/s (steady) | end to end | iteration ms | env step ms (physics + task) | physics alone ms | task ms | update ms | inference ms |")
+print("| envs | mode | env-steps/s (steady) | with start-up | iteration ms | env step ms in the run | physics alone ms | "
+      "task and sharing ms | update ms | inference ms |")
 print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 rates = {}
 for envs in (1024, 4096):
@@ -149,14 +157,15 @@ for envs in (1024, 4096):
         env_step = ph.get("collector_env_step_ms", {}).get("mean_ms")
         physics = ceiling(mode, envs)
         task = None if env_step is None or physics is None else env_step - physics
-        rates[(envs, mode)] = p["end_to_end_env_steps_per_s"]
+        rates[(envs, mode)] = p["steady_state"]["env_steps_per_s"]  # the whole loop, past start-up
         fmt = lambda v: "-" if v is None else f"{v:.2f}"
         print(f"| {envs} | {mode} | {p['steady_state']['env_steps_per_s']:,.0f} | {p['end_to_end_env_steps_per_s']:,.0f} | "
               f"{ph['iteration_ms']['median_ms']:.2f} | {fmt(env_step)} | {fmt(physics)} | {fmt(task)} | "
               f"{ph['learner_update_ms']['median_ms']:.2f} | {ph['learner_inference_ms']['median_ms']:.2f} |")
 for envs in (1024, 4096):
     if (envs, "default") in rates and (envs, "deterministic") in rates:
-        print(f"\n{envs} envs: deterministic / default end to end = {rates[(envs, 'deterministic')] / rates[(envs, 'default')]:.2f} (goal >= 0.7)")
+        ratio = rates[(envs, "deterministic")] / rates[(envs, "default")]
+        print(f"\n{envs} envs: deterministic / default env-steps/s of the whole loop = {ratio:.2f} (goal >= 0.7)")
 EOF
   for name in "$work"/cost-*; do [ -d "$name" ] && keep "$name"; done
   ;;
