@@ -19,12 +19,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from soaklab.records.plan import Figure, Record
+from soaklab.records.plan import DETERMINISTIC_KIND, Figure, Record
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0  # the interval, and so the verdict, is a function of the figures alone
-DETERMINISTIC_KIND = ", deterministic"  # how a deterministic GPU run's machine kind ends (records.snapshot)
 
 
 def first_difference(record: dict[str, list[list[float]]], now: dict[str, list[list[float]]]

@@ -42,6 +42,7 @@ SCHEMA = PACKAGE / "schemas" / "record.schema.json"
 # The run setting a numerics profile fixes (its threads), as it fixes the seeds.
 THREADS_KEY = "env.num_threads"
 DETERMINISTIC_KEY = "training.deterministic"  # a gpu record with it true is compared bit for bit
+DETERMINISTIC_KIND = ", deterministic"  # how such a run's machine kind ends (records.snapshot.machine_kind)
 
 
 def _by_path(name: str, relative: str) -> Any:
