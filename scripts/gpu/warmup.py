@@ -29,6 +29,9 @@ def main() -> int:
     parser.add_argument("--nconmax", type=int, default=DEFAULT_NCONMAX, help="contacts per world")
     parser.add_argument("--njmax", type=int, default=DEFAULT_NJMAX, help="constraint rows per world")
     parser.add_argument("--replays", type=int, default=50)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="opt.deterministic = ALL, as training.deterministic builds it (docs/determinism.md): "
+                             "compiles that mode's kernels and times its ceiling")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--clip", default="largebox",
                         help="the clip the assets are pulled with (synthetic: no clip wheel on the machine)")
@@ -61,8 +64,10 @@ def main() -> int:
     result: dict = {"versions": {"warp": wp.config.version, "mujoco_warp": getattr(mjw, "__version__", None),
                                  "mujoco": mujoco.__version__},
                     "device": wp.get_device().name, "decimation": cfg.decimation, "nconmax": args.nconmax,
-                    "njmax": args.njmax, "runs": []}
+                    "njmax": args.njmax, "deterministic": args.deterministic, "runs": []}
     wmodel = mjw.put_model(model)
+    if args.deterministic:
+        wmodel.opt.deterministic = int(mjw.DeterminismType.ALL)
     for n in [int(w) for w in args.worlds.split(",")]:
         wdata = mjw.put_data(model, data, nworld=n, nconmax=args.nconmax, njmax=args.njmax)
         start = time.perf_counter()

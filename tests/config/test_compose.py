@@ -18,7 +18,7 @@ TRAINING_KEYS = {"device", "collector_tensor_device", "inference_slot_capacity",
                  "replay_ingress_depth", "replay_ingress_slot_rows", "cuda_process_sharing", "sim_backend", "log_dir",
                  "dp_ranks", "dp_collector_cpu_ids", "export_onnx", "no_play", "collector_stream_priority",
                  "mps_learner_thread_percentage", "mps_collector_thread_percentage", "max_wall_minutes", "loggers",
-                 "wandb_project"}
+                 "wandb_project", "deterministic"}
 KNOB_DEFAULTS = {"inference_slot_capacity": 1, "collector_metrics_interval": 1, "replay_ingress_depth": 2,
                  "replay_ingress_slot_rows": None, "cuda_process_sharing": None}
 

@@ -101,3 +101,49 @@ def test_a_host_without_the_profile_is_not_comparable_in_one_line_and_its_statis
     now["machine_kind"] = kind
     same = compare(record, provenance, {"seed1": recorded}, {"seed1": now})
     assert same["verdict"] == "fail" and same["host_lacks"] is None and same["statistics"] == "fail"
+
+
+def test_a_deterministic_gpu_record_is_judged_bit_for_bit_on_its_kind_only():
+    """training.deterministic on the GPU (docs/determinism.md): the kind names the GPU model, driver,
+    CUDA and the mode. On that kind the series, weights and checks are judged bit for bit (the first
+    differing step named) and throughput within its band; on another GPU model, or another driver, the
+    pairing is not_comparable with the reason, never a pass or a fail; the learning figures are still
+    judged."""
+    from soaklab.records.recheck import checked_verdict
+    from soaklab.records.snapshot import machine_kind
+
+    def kind(name: str, driver: str = "570.124.06") -> str:
+        return machine_kind({"gpus": [{"name": name, "driver": driver, "uuid": "GPU-0"}],
+                             "determinism": {"enabled": True, "cuda": "12.8"}}, "gpu")
+
+    h100 = kind("NVIDIA H100 80GB HBM3")
+    assert h100 == "gpu: NVIDIA H100 80GB HBM3 x1, driver 570.124.06, CUDA 12.8, deterministic"
+    assert machine_kind({"gpus": [{"name": "NVIDIA H100 80GB HBM3", "driver": "570.124.06"}]}, "gpu") == \
+        "gpu: NVIDIA H100 80GB HBM3 x1"  # a default GPU run's kind is as it was
+    learning = Figure("mean_reward", "bootstrap", tolerance=0.15, relative=True, at_env_steps=1000)
+    record = _record(True, (Figure("env_steps_per_s", "ratio", band=(0.9, 1.1)), learning))
+    series = {"Loss/critic": [[0, 1.0], [1, 2.0]], "Train/step_reward": [[0, 0.5], [1, 0.5]]}
+
+    def snap(machine: str, series: dict, fps: float) -> dict:
+        out = _snap(series, fps, machine=machine)
+        out["figures"][learning.key] = 3.0
+        return out
+
+    recorded = snap(h100, series, 100.0)
+    provenance = {"machine_kind": h100, "versions": recorded["versions"], "commit": "c"}
+    same = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(h100, series, 104.0)})
+    assert same["verdict"] == "pass" and same["first_difference"] is None
+    moved = {**series, "Loss/critic": [[0, 1.0], [1, 2.0000002]]}
+    failed = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(h100, moved, 100.0)})
+    assert failed["verdict"] == "fail" and failed["first_difference"]["step"] == 1
+    assert failed["first_difference"]["series"] == "Loss/critic"
+    slow = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(h100, series, 70.0)})
+    assert slow["verdict"] == "fail"  # throughput stays a band
+    assert [r["verdict"] for r in slow["figures"] if r["rule"] == "exact"] == ["pass"] * 3
+    for other in (kind("NVIDIA H200"), kind("NVIDIA H100 80GB HBM3", driver="580.65.06")):
+        judged = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(other, moved, 70.0)})
+        assert judged["verdict"] == "not_comparable", judged
+        assert "the GPU model, driver and CUDA its kind names" in judged["reason"]
+        assert {r["verdict"] for r in judged["figures"] if r["rule"] != "bootstrap"} == {"not_comparable"}
+        assert judged["statistics"] == "pass"  # the learning figure is judged all the same
+        assert checked_verdict(judged, "comparison.json") == "not_comparable"

@@ -181,3 +181,23 @@ def test_ci_records_are_listed_and_only_cpu_records_can_be_ci(tmp_path):
     (root / "records" / "probe" / "record.yaml").write_text(yaml.safe_dump(gpu))
     proc = _check(root)
     assert proc.returncode == 2 and "records/probe/record.yaml: ci: CI has no GPU" in proc.stderr, proc.stderr
+
+
+def test_a_gpu_record_is_bitwise_only_in_the_deterministic_mode(tmp_path):
+    """compare.exact on a gpu record needs run.overrides training.deterministic: true (docs/determinism.md)."""
+    import yaml
+
+    from soaklab.records.plan import RecordError, load_record
+
+    spec = {"description": "d", "machine": "gpu", "seeds": [1],
+            "run": {"algo": "flashsac", "task": "g1_motion_tracking", "sim": "mjwarp",
+                    "overrides": {"algo.num_envs": 1024, "algo.max_iterations": 200}},
+            "compare": {"exact": True}}
+    folder = tmp_path / "gpu-bits"
+    folder.mkdir()
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(RecordError, match="training.deterministic: true"):
+        load_record(folder)
+    spec["run"]["overrides"]["training.deterministic"] = True
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    assert load_record(folder).exact is True

@@ -64,11 +64,12 @@ def start_train(tmp_path):
     runs: list[TrainRun] = []
 
     def start(*overrides: str, algo: str = "sac", fault: str | None = None, name: str = "run",
-              run_dir: Path | None = None, reclaim: bool = False) -> TrainRun:
+              run_dir: Path | None = None, reclaim: bool = False, env_vars: dict[str, str] | None = None) -> TrainRun:
         run_dir = run_dir or tmp_path / name
         env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0", PYTHONUNBUFFERED="1",
                    SOAKLAB_SHM_RECLAIM_AT_START="1" if reclaim else "0")  # off suite-wide: tests/conftest.py
         env.pop("SOAKLAB_FAULT", None)
+        env.update(env_vars or {})
         if fault:
             env["SOAKLAB_FAULT"] = fault
         cmd = [sys.executable, "-m", "soaklab", "train", "--algo", algo, "--task", "cartpole_swingup", "--sim",

@@ -19,6 +19,20 @@ def test_replay_samples_only_rows_present():
     assert set(seen.long().tolist()) == set(range(10))  # uniform over the present rows, none beyond
 
 
+def test_peek_rows_are_the_rows_the_next_samples_draw_and_draw_nothing():
+    """What a trace records of an update round (soaklab.rl.trace): the start rows of the next samples,
+    from a copy of the sampling generator; the ring's own draws stay where they were."""
+    layout = Layout(spaces=TaskSpaces(1, 1, 1), num_envs=4, capacity=1, depth=1, slot_rows=4, num_metrics=1)
+    ring = ReplayRing(16, layout.row_width, layout.row_slices(), torch.device("cpu"), seed=5)
+    for start in (0, 10, 20):  # 30 rows into 16: the ring has wrapped
+        ring.add(torch.arange(start, start + 10, dtype=torch.float32)[:, None].expand(10, layout.row_width).clone())
+    peeked = ring.peek_rows(8, 2)
+    assert peeked.shape == (2, 8)
+    for expected in peeked:
+        assert torch.equal(ring.sample(8)["obs"][:, 0], ring.storage[expected, 0])
+    assert ring.peek_rows(8, 0).shape == (0, 8)
+
+
 N = 3  # envs per vector step: env e's next row lies N rows on
 
 

@@ -24,11 +24,17 @@ def flat_tensors(tree, prefix=""):
         yield prefix, tree
 
 
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
-def test_same_seeds_same_scalars_and_weights(start_train, algo):
+TRACED = {"SOAKLAB_TRACE": "1", "SOAKLAB_TRACE_DUMP": "4"}  # step 4: FAST's first update round
+
+
+@pytest.mark.parametrize(("algo", "modes"), [("sac", (True, False)), ("flashsac", (False, False))])
+def test_same_seeds_same_scalars_and_weights(start_train, cli, algo, modes):
+    """Two FlashSAC default runs are equal; so are a SAC run in the deterministic mode and a default
+    one, traced (docs/determinism.md): on the CPU the mode changes nothing a run computes."""
     overrides = ("algo.max_iterations=40", "env.seed=3", "algo.seed=4", "env.num_threads=2")
-    first = start_train(*overrides, algo=algo, name=f"{algo}-a")
-    second = start_train(*overrides, algo=algo, name=f"{algo}-b")
+    env = TRACED if algo == "sac" else None
+    first, second = (start_train(*overrides, f"training.deterministic={str(on).lower()}", algo=algo,
+                                 name=f"{algo}-{side}", env_vars=env) for side, on in zip("ab", modes, strict=True))
     assert first.wait() == 0 and second.wait() == 0
     a, b = scalar_series(first.run_dir), scalar_series(second.run_dir)
     assert any(tag.startswith("Loss/") for tag in a) and "Train/step_reward" in a
@@ -37,6 +43,11 @@ def test_same_seeds_same_scalars_and_weights(start_train, algo):
     wb = dict(flat_tensors(torch.load(second.run_dir / "checkpoints/model_final.pt", weights_only=True)["agent"]))
     assert wa.keys() == wb.keys() and wa
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    result = cli("diff-runs", first.run_dir, second.run_dir)
+    assert result.code == 0, result.out + result.err
+    if env is not None:
+        assert "traces equal: 40 steps" in result.out
+        assert "series and final weights equal" in result.out
 
 
 def test_the_log_interval_changes_no_result(start_train):
@@ -56,8 +67,17 @@ def test_the_log_interval_changes_no_result(start_train):
         assert run.manifest["learner_diagnostics"]["schedule"]["update_lag_vectors"] == 1
 
 
-def test_a_different_seed_changes_the_run(start_train):
-    first = start_train("algo.max_iterations=20", "algo.seed=1", name="s1")
-    second = start_train("algo.max_iterations=20", "algo.seed=2", name="s2")
+def test_a_changed_setting_is_named_at_its_first_step_and_tensor(start_train, cli):
+    """A critic learning rate 3 % higher: the traces agree up to the first update round (the actions,
+    physics and replay of the warm-up), and `soaklab diff-runs` names that round's actor loss (SAC
+    updates the critic first) with its values, both runs having saved that step whole."""
+    base = ("algo.max_iterations=20", "training.deterministic=true")
+    first = start_train(*base, name="s1", env_vars=TRACED)
+    second = start_train(*base, "algo.critic_lr=0.000309", name="s2", env_vars=TRACED)
     assert first.wait() == 0 and second.wait() == 0
     assert scalar_series(first.run_dir, ("Loss/",)) != scalar_series(second.run_dir, ("Loss/",))
+    result = cli("diff-runs", first.run_dir, second.run_dir)
+    assert result.code == 1, result.out + result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith("diff-runs: first difference: step 4, loss tensor loss/actor ("), lines
+    assert lines[1].startswith("  values: 1 of 1 elements differ"), lines

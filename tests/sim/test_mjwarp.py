@@ -175,3 +175,29 @@ def test_the_backend_takes_the_priority_of_the_stream_that_builds_it(tracking):
     assert torch.isfinite(high.state).all()
     default = replace(config, training=replace(config.training, collector_stream_priority="default"))
     assert collector_stream(default) is None
+
+
+def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking, monkeypatch):
+    """training.deterministic (SOAKLAB_DETERMINISTIC=1 in the process): opt.deterministic = ALL, the
+    step still a CUDA graph, and two backends stepped from one state through contacts agree bit for
+    bit (docs/determinism.md)."""
+    from soaklab.host.determinism import ENV
+
+    model, dec = tracking
+    monkeypatch.setenv(ENV, "1")
+    n = 64
+    qpos, qvel = start_state(model, n, seed=3)
+    states = []
+    for _ in range(2):
+        backend = MjwarpBackend(model, num_envs=n, decimation=dec)
+        diag = backend.diagnostics()["diagnostics"]
+        assert diag["deterministic"] == int(backend._mjw.DeterminismType.ALL)
+        assert diag["cuda_graph"]["enabled"] is True, diag["cuda_graph"]
+        backend.reset(np.arange(n), qpos, qvel)
+        backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device="cuda")
+                                  .reshape(backend.ctrl_tensor.shape))
+        for _ in range(20):
+            backend.step()
+        states.append(backend.state.clone())
+        backend.close()
+    assert torch.equal(states[0], states[1])

@@ -29,7 +29,8 @@ def test_dry_run_lists_the_chain(project):
 @pytest.mark.parametrize("overlay, runs", [("gpu.yaml", {"gpu": 1}), ("gpu-short.yaml", {"gpu-short": 1}),
                                            ("gpu-x2.yaml", {"gpu-x2": 2, "gpu-x1": 1}),
                                            ("gpu-x4.yaml", {"gpu-x4": 4, "gpu-x1": 1}),
-                                           ("gpu-x8.yaml", {"gpu-x8": 8, "gpu-x1": 1})])
+                                           ("gpu-x8.yaml", {"gpu-x8": 8, "gpu-x1": 1}),
+                                           ("gpu-deterministic.yaml", {"gpu-det": 1})])
 def test_gpu_overlays_plan_their_runs_only_each_with_its_gpus(project, overlay, runs):
     proc = snakemake(project, "soak", "-n", overlays=(REPO / "config" / overlay,))
     assert proc.returncode == 0, proc.stderr

@@ -55,6 +55,10 @@ class Backend:
     placement: str  # HOST_BRIDGE or DEVICE_RESIDENT (soaklab.contract.devices)
     versions: tuple[str, ...]  # the software versions a record of a run on it is compared on
     module: str | None = None  # a Python module it needs beyond the base install (its extra)
+    # training.deterministic (docs/determinism.md): None, the backend has no deterministic mode and the
+    # setting is refused on it; else the distributions (pip names) and the first version of each whose
+    # stepping repeats bit for bit in that mode (empty: it does so as it is, one thread per world).
+    deterministic: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,11 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
 )}
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("mujoco", "soaklab.sim.mujoco_cpu:MujocoBackend", HOST_BRIDGE, ("torch", "mujoco")),
+    Backend("mujoco", "soaklab.sim.mujoco_cpu:MujocoBackend", HOST_BRIDGE, ("torch", "mujoco"), deterministic=()),
+    # opt.deterministic and warp's DeterministicMode appeared in these releases
     Backend("mjwarp", "soaklab.sim.mjwarp:MjwarpBackend", DEVICE_RESIDENT,
-            ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp"),
+            ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp",
+            deterministic=(("warp-lang", "1.19.0"), ("mujoco-warp", "4.0.0"))),
 )}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
@@ -173,6 +179,11 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
     elif field == "versions":
         if type(value) is not tuple or not all(isinstance(v, str) and VERSION.match(v) for v in value):
             return "must be a tuple of package names"
+    elif field == "deterministic":
+        if value is not None and not (type(value) is tuple and all(
+                type(p) is tuple and len(p) == 2 and all(isinstance(v, str) and VERSION.match(v) for v in p)
+                for p in value)):
+            return "must be None or a tuple of (distribution, minimum version) pairs"
     elif field == "backends":
         if type(value) is not tuple or not value or not all(isinstance(b, str) for b in value):
             return "must be a non-empty tuple of backend names"

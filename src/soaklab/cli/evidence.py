@@ -1,4 +1,5 @@
-"""`soaklab metrics` and `soaklab validate`: what a soak's files say, and the pass table."""
+"""`soaklab metrics`, `soaklab validate` and `soaklab diff-runs`: what a soak's files say, the pass table,
+and whether two runs are the same bit for bit."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from soaklab.errors import InvalidInput
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -32,6 +35,38 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_diff_runs(args: argparse.Namespace) -> int:
+    """Two run dirs: their traces (where both have one) to the first step, stage and tensor that
+    differ; then their Train/ and Loss/ series and final weights (where both finished)."""
+    from soaklab.metrics import same_run, trace
+
+    a, b = args.run_a, args.run_b
+    for run in (a, b):
+        if not run.is_dir():
+            raise InvalidInput(f"{run}: not a run dir")
+    traced = [(run / trace.TRACE_DIR).is_dir() for run in (a, b)]
+    if any(traced):
+        ta, tb = trace.read_trace(a), trace.read_trace(b)  # one without a trace is refused, naming it
+        found = trace.first_difference(ta, tb)
+        if found is not None:
+            print(f"diff-runs: {found.line()}")
+            values = trace.values_line(a, b, found)
+            print(values if values is not None else
+                  f"  rerun both with SOAKLAB_TRACE=1 SOAKLAB_TRACE_DUMP={found.step} to compare the values")
+            return 1
+        print(f"diff-runs: traces equal: {len({s for s, _ in tb})} steps, "
+              f"{sum(len(d) for d in tb.values())} tensor digests")
+    finished = [(run / "checkpoints" / "model_final.pt").is_file() for run in (a, b)]
+    if not all(finished):
+        if not any(traced):
+            raise InvalidInput(f"{a if not finished[0] else b}: no final checkpoint and no trace to compare")
+        print("diff-runs: series and weights not compared (a run without a final checkpoint)")
+        return 0
+    difference = same_run.first_difference(a, b)
+    print(f"diff-runs: {difference}" if difference else "diff-runs: Train/ and Loss/ series and final weights equal")
+    return 1 if difference else 0
+
+
 def add_evidence_commands(sub: Any) -> None:
     """Metrics and validate: a run's evidence read back and checked."""
     metrics = sub.add_parser("metrics", help="last-N metric windows, CSV and plot from a run's event file")
@@ -53,3 +88,9 @@ def add_evidence_commands(sub: Any) -> None:
     validate.add_argument("--out", type=Path, required=True, help="the validation JSON")
     validate.add_argument("--html", type=Path, help="the checks as an HTML table (for the Snakemake report)")
     validate.set_defaults(func=cmd_validate)
+
+    diff = sub.add_parser("diff-runs", help="whether two runs are the same bit for bit, and if not, the first "
+                                            "step and tensor that differ (docs/determinism.md)")
+    diff.add_argument("run_a", type=Path, help="a run dir (traced with SOAKLAB_TRACE=1, or finished)")
+    diff.add_argument("run_b", type=Path, help="the run dir to compare it with")
+    diff.set_defaults(func=cmd_diff_runs)

@@ -34,7 +34,7 @@ from soaklab.contract.devices import HostCapabilities
 from soaklab.errors import InvalidInput, SettingError
 from soaklab.files.jsonfiles import read_json
 from soaklab.files.rundir import next_run_dir
-from soaklab.host.envvars import check_graph_env, reclaim_at_start_enabled
+from soaklab.host.envvars import check_graph_env, reclaim_at_start_enabled, trace_settings
 from soaklab.schemas import load_artifact
 
 DEFAULT_MANIFEST = Path("results/assets/manifest.json")
@@ -104,6 +104,7 @@ def obtain(source: RunSource, host: HostCapabilities, new_run: bool = False) -> 
     does (runs/<algo>-<task>-<sim>-<n>, soaklab.files.rundir.next_run_dir): the log dir is part of
     the resolved config, never written into it afterwards."""
     reclaim_at_start_enabled()  # refuses a bad SOAKLAB_SHM_RECLAIM_AT_START before anything starts
+    trace_settings()  # and a bad SOAKLAB_TRACE or SOAKLAB_TRACE_DUMP (soaklab.rl.trace)
     resolved = _obtained(source, host)
     if not new_run:
         return resolved

@@ -17,6 +17,7 @@ from typing import Any
 from soaklab.assets.record import assets_record, resolved_motion, scene_for_env
 from soaklab.catalogue import TASKS, load, reference_error, run_reference_error, tracking_tasks
 from soaklab.config.compose import ComposedConfig
+from soaklab.config.determinism import check_deterministic
 from soaklab.contract.budget import MemoryBudget, check_memory_budget, compute_memory_budget
 from soaklab.contract.contract import RuntimeSettings, check_exact_int, resolve_runtime_settings
 from soaklab.contract.devices import HostCapabilities, ResolvedDevices, resolve_devices
@@ -131,6 +132,7 @@ def resolve_run_config(
         raise SettingError("training.max_wall_minutes", budget_minutes,
                            f"is for one-rank runs for now (this one has {ranks.world_size}); "
                            "bound a data-parallel run with algo.max_iterations")
+    check_deterministic(composed, ranks)
     replay = check_exact_int("algo.replay_buffer_size", composed.get("algo.replay_buffer_size"))
     assets = assets_record(manifest_path)
     if error := run_reference_error(composed.algo, composed.task, composed.sim):

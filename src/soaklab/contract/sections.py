@@ -100,6 +100,7 @@ class TrainingConfig:
     max_wall_minutes: float | None = None
     loggers: tuple[str, ...] = ("tensorboard",)
     wandb_project: str = "soaklab"
+    deterministic: bool = False  # docs/determinism.md
 
 
 

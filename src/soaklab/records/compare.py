@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from soaklab.records.plan import Figure, Record
+from soaklab.records.plan import DETERMINISTIC_KIND, Figure, Record
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
@@ -151,7 +151,9 @@ def comparability(provenance: dict[str, Any], now: list[dict[str, Any]]) -> str 
         return f"this host cannot run the record's numerics profile: {lacking}"
     for snap in now:
         if snap["machine_kind"] != provenance["machine_kind"]:
-            return f"machine kind {snap['machine_kind']!r}, the record's is {provenance['machine_kind']!r}"
+            why = (": a deterministic GPU record's bits hold on the GPU model, driver and CUDA its kind names"
+                   if DETERMINISTIC_KIND in provenance["machine_kind"] else "")
+            return f"machine kind {snap['machine_kind']!r}, the record's is {provenance['machine_kind']!r}{why}"
         for name, version in snap["versions"].items():
             if version != provenance["versions"].get(name):
                 return f"{name} {version}, the record's is {provenance['versions'].get(name)}"

@@ -41,6 +41,8 @@ PACKAGE = Path(__file__).resolve().parent.parent
 SCHEMA = PACKAGE / "schemas" / "record.schema.json"
 # The run setting a numerics profile fixes (its threads), as it fixes the seeds.
 THREADS_KEY = "env.num_threads"
+DETERMINISTIC_KEY = "training.deterministic"  # a gpu record with it true is compared bit for bit
+DETERMINISTIC_KIND = ", deterministic"  # how such a run's machine kind ends (records.snapshot.machine_kind)
 
 
 def _by_path(name: str, relative: str) -> Any:
@@ -326,9 +328,10 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
         if error:
             raise RecordError(f"{where}/{SPEC}: run: {error}")
     exact = spec["compare"].get("exact", spec["machine"] == "cpu")
-    if exact and spec["machine"] != "cpu":
-        raise RecordError(f"{where}/{SPEC}: compare.exact: bitwise series hold on the CPU only; "
-                          "a gpu record compares figures")
+    if exact and spec["machine"] != "cpu" and overrides.get(DETERMINISTIC_KEY) is not True:
+        raise RecordError(f"{where}/{SPEC}: compare.exact: bitwise series hold on the CPU, or on the GPU with "
+                          f"run.overrides.{DETERMINISTIC_KEY}: true (docs/determinism.md); else a gpu record "
+                          "compares figures")
     task, limit = run.get("task"), _max_env_steps(run)
     figures = tuple(_figure(f"{where}/{SPEC}: compare.figures[{i}]", entry, task, limit)
                     for i, entry in enumerate(spec["compare"].get("figures") or []))

@@ -23,7 +23,7 @@ from soaklab.files.jsonfiles import read_json
 from soaklab.metrics.events import event_file, read_events
 from soaklab.metrics.lumps import accumulated_per_iteration
 from soaklab.metrics.tags import ACCUMULATED_TAGS
-from soaklab.records.plan import LEARNING, TIMING, Figure, Record, RecordRun, numerics
+from soaklab.records.plan import DETERMINISTIC_KIND, LEARNING, TIMING, Figure, Record, RecordRun, numerics
 from soaklab.soak.criteria import row_passed
 
 SNAPSHOT_VERSION = 1
@@ -83,7 +83,13 @@ def machine_kind(context: dict[str, Any], machine: str) -> str:
     if machine == "gpu":
         gpus = context.get("gpus") or []
         names = sorted({g.get("name", "?") for g in gpus})
-        return f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
+        kind = f"gpu: {' + '.join(names) or 'none'} x{len(gpus)}"
+        if (context.get("determinism") or {}).get("enabled"):
+            # training.deterministic: bit for bit on this GPU model, driver and CUDA (docs/determinism.md)
+            drivers = sorted({str(g.get("driver", "?")) for g in gpus}) or ["?"]
+            cuda = context["determinism"].get("cuda") or "?"
+            kind += f", driver {' + '.join(drivers)}, CUDA {cuda}{DETERMINISTIC_KIND}"
+        return kind
     host = context.get("host") or {}
     if context.get("numerics"):
         return numerics.machine_kind(context["numerics"], host)

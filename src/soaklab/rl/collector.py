@@ -23,6 +23,7 @@ import torch
 from soaklab.contract.sections import RunConfig
 from soaklab.files.checkpoints import collector_path, load_weights
 from soaklab.files.jsonfiles import write_json_atomic
+from soaklab.host import determinism
 from soaklab.host.lifetime import dump_stacks_on_signal, leave, set_parent_death_signal
 from soaklab.rl.channels import C, ChannelHandles, Stopped, bump_max, wait
 from soaklab.rl.faults import Fault
@@ -30,6 +31,7 @@ from soaklab.rl.finite import FiniteWatch, NonFinite
 from soaklab.rl.resume import save_atomic
 from soaklab.rl.shm import SharedArrays
 from soaklab.rl.timing import PhaseTimer
+from soaklab.rl.trace import Trace, flatten, trace_from_env
 from soaklab.rl.transport import make_transport
 from soaklab.tasks.env import EnvSpec, StepResult
 from soaklab.tasks.registry import step_metrics
@@ -61,6 +63,7 @@ class CollectorSpec:
     run_dir: str | None = None
     save_interval: int = 0
     resume_from: str | None = None
+    trace_run_dir: str | None = None  # SOAKLAB_TRACE: the run dir whose trace/ this collector writes into
 
 
 def collector_main(spec: CollectorSpec) -> None:
@@ -72,6 +75,8 @@ def collector_main(spec: CollectorSpec) -> None:
     set_parent_death_signal(signal.SIGKILL, spec.parent_pid)
     dump_stacks_on_signal()
     torch.set_num_threads(spec.torch_threads)
+    if spec.run.training.deterministic:  # before the env's first kernel (docs/determinism.md)
+        determinism.enter(spec.run.env.seed)
     arrays = SharedArrays(spec.handles.specs, create=False)
     code = 0
     try:
@@ -152,6 +157,7 @@ class Collector:
         self.term_sums = torch.zeros(len(spec.metric_names), dtype=torch.float64, device=self.env_device)
         self.term_count = 0
         self.watch = FiniteWatch(self.env_device)
+        self.trace: Trace | None = trace_from_env(spec.trace_run_dir, "collector")
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.spec.parent_pid
@@ -276,6 +282,8 @@ class Collector:
                     result = self.envs[g].step(actions)
                 ctl[C.PHYSICS_UNSTABLE] += self.envs[g].physics_unstable()
                 self.nan_reward_fault(step, result)
+                if self.trace is not None:
+                    self.trace_step(step, g, actions, result)
                 # On the CPU the check is read at once, before anything of this step is published:
                 # nothing non-finite reaches the learner. A GPU's flags are read later anyway (with
                 # the metrics), so there the check is queued after the publication, off the path of
@@ -312,3 +320,19 @@ class Collector:
             ctl[C.VECTOR_STEPS] += 1
         for env in self.envs:
             env.close()
+        if self.trace is not None:
+            self.trace.close()
+
+    def trace_step(self, step: int, g: int, actions: torch.Tensor, result: StepResult) -> None:
+        """Group g's step into the trace (soaklab.rl.trace), stage by stage: the actions, the env's
+        whole state after the step (physics, RNG, sampler), the rewards, the observations."""
+        assert self.trace is not None
+        at = f"g{g}/" if len(self.bounds) > 1 else ""
+        self.trace.record(step, "action", {f"{at}action": actions})
+        self.trace.record(step, "physics", flatten(self.envs[g].state_dict(), f"{at}env"))
+        self.trace.record(step, "reward", {f"{at}reward": result.reward,
+                                           **flatten(dict(result.reward_terms), f"{at}reward")})
+        self.trace.record(step, "observation", {
+            f"{at}obs": result.obs, f"{at}critic_obs": result.critic_obs, f"{at}final_obs": result.final_obs,
+            f"{at}final_critic_obs": result.final_critic_obs, f"{at}terminated": result.terminated,
+            f"{at}truncated": result.truncated})

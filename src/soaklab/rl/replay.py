@@ -53,13 +53,25 @@ class ReplayRing:
         self.size_t.fill_(self.size)  # fill kernels with the host values: no synchronisation
         self.ptr_t.fill_(self.ptr)
 
+    def peek_rows(self, batch: int, samples: int) -> torch.Tensor:
+        """[samples, batch]: the first rows of the windows the next `samples` calls of sample(batch)
+        draw, from a copy of the sampling generator (this ring's is not advanced; a trace reads it,
+        soaklab.rl.trace). Where the update is a CUDA graph, its warm-up draws too, once."""
+        generator = torch.Generator(device=self.storage.device)
+        generator.set_state(self.generator.get_state())
+        rows = [self._starts(torch.randint(0, 2**62, (batch,), generator=generator, device=self.storage.device))
+                for _ in range(samples)]
+        return torch.stack(rows) if rows else torch.zeros(0, batch, dtype=torch.long, device=self.storage.device)
+
+    def _starts(self, draws: torch.Tensor) -> torch.Tensor:
+        windows = (self.size_t - (self.n_step - 1) * self.stride).clamp_min(1)
+        return (self.ptr_t - self.size_t + draws % windows) % self.capacity  # the oldest row is ptr - size
+
     def sample(self, batch: int) -> dict[str, torch.Tensor]:
         """A batch of transitions: each field of the row layout, `reward` summed over the n-step
         window, and `discount` [B, 1], the factor of the bootstrap (gamma^steps taken)."""
         # Uniform over the rows with a whole window after them; the modulo bias is below 2**-40.
-        draws = torch.randint(0, 2**62, (batch,), generator=self.generator, device=self.storage.device)
-        windows = (self.size_t - (self.n_step - 1) * self.stride).clamp_min(1)
-        start = (self.ptr_t - self.size_t + draws % windows) % self.capacity  # the oldest row is ptr - size
+        start = self._starts(torch.randint(0, 2**62, (batch,), generator=self.generator, device=self.storage.device))
         rows = self.storage[start]
         out = {name: rows[:, s] for name, s in self.slices.items()}
         if self.n_step == 1:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from soaklab.config.run_config import ResolvedRun
+from soaklab.host import determinism
 from soaklab.host.info import usable_cores
 from soaklab.host.lifetime import leave
 from soaklab.rl.cancel import Cancellation
@@ -43,6 +44,7 @@ from soaklab.rl.run_summary import LearnerOutcome, build_rank_report, write_summ
 from soaklab.rl.schedule import UPDATE_LAG_VECTORS, UpdateSchedule
 from soaklab.rl.shutdown import ENDING, Shutdown, classify
 from soaklab.rl.timing import PhaseTimer
+from soaklab.rl.trace import LearnerTrace, trace_from_env
 from soaklab.rl.wall_budget import WallBudget
 
 
@@ -128,6 +130,8 @@ class Learner:
 
     def _run(self) -> str:
         """Train; why the run stopped (max_iterations or time_budget)."""
+        if self.cfg.training.deterministic:  # before the first cuBLAS call; the collector inherits its env
+            determinism.enter(self.cfg.algo.seed)
         seed_everything(self.cfg.algo.seed)
         # Intra-op threads are fixed by config (env.num_threads, default all cores): learner and
         # collector take turns on the same cores in lock-step, and a fixed count keeps CPU runs
@@ -151,6 +155,7 @@ class Learner:
         if self.group is not None:
             self.learning.agent.join(self.group.dp)
         self.timer = PhaseTimer(self.device)
+        self.trace = LearnerTrace(trace_from_env(self.run_dir, "learner") if self.is_main else None)
         self.cuda_process_sharing = process_sharing_evidence(self.resolved, self.device)
         if resume is not None:
             self.env_steps = self.checkpoints.restore(self.learning, self.exchange.metrics)
@@ -165,7 +170,8 @@ class Learner:
             metrics_interval=self.settings.collector_metrics_interval, metric_names=self.metric_names,
             fault=self.fault, non_finite_path=str(self.guards.non_finite_path),
             run_dir=str(self.run_dir) if self.checkpoints.resumable else None, save_interval=self.save_interval,
-            resume_from=str(resume.collector) if resume is not None else None)
+            resume_from=str(resume.collector) if resume is not None else None,
+            trace_run_dir=str(self.run_dir) if self.trace.trace is not None else None)
         self.log.progress(self.start_iteration, self.env_steps, force=True)
         self.shutdown.phase = "training"
         return self._loop()
@@ -252,7 +258,7 @@ class Learner:
             return False, 0
         update_rows = self.learning.replay.size
         self.exchange.join()  # the last vector's ingress and reward statistics, before the update reads them
-        self.learning.update(updates, self.timer)
+        self.trace.round(it, self.learning, self.cfg.algo.batch_size, updates, self.timer)
         self.guards.updated(it, self.learning.agent.non_finite_diagnostics())
         return True, update_rows
 
@@ -264,6 +270,7 @@ class Learner:
         rewards, dones = self.exchange.ingest((it + 1 - self.start_iteration) * self.layout.chunks_per_vector,
                                               replay, self.timer)
         self.guards.rewards(it, rewards)
+        self.trace.ingested(it, replay, self.layout.num_envs, self.exchange.join)
         agent.observe_rewards(rewards, dones)
         self.env_steps += self.layout.num_envs
         self.log.record(it, rewards, dones, agent.diagnostics, updated, update_rows, self.timer,

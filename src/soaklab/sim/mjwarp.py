@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from soaklab.errors import InvalidInput, RuntimeFailure
+from soaklab.host import determinism
 from soaklab.sim import diagnostics
 
 DEFAULT_NCONMAX = 48
@@ -100,6 +101,12 @@ class MjwarpBackend:
         self._pack, self._apply_reset = _kernels(wp)
         with wp.ScopedDevice(self.wp_device):
             self.m = mjw.put_model(model)
+            # training.deterministic (docs/determinism.md): contacts sorted, constraint rows in canonical
+            # order, float atomics reduced in a fixed order (warp's RUN_TO_RUN on those kernels alone:
+            # warp's global mode would recompile every kernel of mujoco_warp, which it does not support).
+            # Before put_data: the solver's scratch is sized by it.
+            if determinism.enabled():
+                self.m.opt.deterministic = int(mjw.DeterminismType.ALL)
             self.d = mjw.put_data(model, data, nworld=n, nconmax=nconmax, njmax=njmax)
             self._mask = wp.zeros(n, dtype=bool)
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
@@ -303,7 +310,7 @@ class MjwarpBackend:
             num_envs=self.num_envs, decimation=self.decimation, nconmax=self.nconmax, njmax=self.njmax,
             overflow_worlds=self.overflow_worlds(),  # a host read: diagnostics are a cold-path snapshot
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
-            device=str(self.torch_device),
+            device=str(self.torch_device), deterministic=int(self.m.opt.deterministic),
         )
 
     def close(self) -> None:

@@ -31,4 +31,14 @@ def soak_context(resolved: ResolvedRun, numerics: dict[str, Any] | None = None) 
         "config_hash": record["config_hash"],
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "numerics": numerics,
+        # training.deterministic: its bits belong to the GPU model, driver and CUDA that made them
+        # (soaklab.records.snapshot.machine_kind; docs/determinism.md)
+        "determinism": determinism_context() if resolved.run.training.deterministic else None,
     }
+
+
+def determinism_context() -> dict[str, Any]:
+    """What a deterministic run's machine kind names beside the GPUs: the CUDA runtime torch runs on."""
+    import torch
+
+    return {"enabled": True, "cuda": torch.version.cuda}

@@ -306,14 +306,20 @@ def test_step_reports_tracking_errors_that_vanish_on_the_reference(make_g1):
     pytest.param("mjwarp", marks=pytest.mark.skipif(importlib.util.find_spec("mujoco_warp") is None,
                                                     reason="mujoco_warp is not installed (the warp extra)")),
 ])
-def test_saved_state_continues_bit_for_bit_in_a_new_env(make_g1, sim):
+def test_saved_state_continues_bit_for_bit_in_a_new_env(make_g1, sim, monkeypatch):
     """What a resumable checkpoint keeps of an env (soaklab.rl.resume): a new env of the same
     settings, given the state, steps on exactly as the saved one did, resets and sampler included.
-    On MJWarp without a GPU this runs on warp's CPU device, whose kernels run one after the other."""
+    On MJWarp without a GPU this runs on warp's CPU device, whose kernels run one after the other, and
+    in the deterministic mode (docs/determinism.md): its kernels (contacts sorted, canonical constraint
+    rows, fixed-order atomics) are the ones a deterministic GPU run compiles, here for the host."""
+    if sim == "mjwarp":
+        monkeypatch.setenv("SOAKLAB_DETERMINISTIC", "1")  # what training.deterministic exports
     n, before, after = 4, 12, 10
     generator = torch.Generator().manual_seed(3)
     actions = [random_actions(generator, n) * 2 for _ in range(before + after)]  # large: episodes end in here
     first = make_g1(n, sim=sim)
+    if sim == "mjwarp":
+        assert first.diagnostics()["diagnostics"]["deterministic"] == 7  # DeterminismType.ALL
     first.reset()
     for a in actions[:before]:
         first.step(a)

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# On the GPU machine (through bootstrap.sh): the deterministic mode's acceptance (docs/determinism.md,
+# issue 67), one stage per device command (each well under its 10 minutes on an H100):
+#
+#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/determinism.sh STAGE
+#
+# warm      mujoco_warp's kernels compiled in both modes (the deterministic ones are new to a carried
+#           cache) and the raw physics ceiling of each at 1024 and 4096 worlds (scripts/gpu/warmup.py);
+#           bootstrap.sh then packs the kernel cache: keep it (keep-cache.sh) and carry it to the next.
+# bits      five runs at once under one MPS daemon, FlashSAC on G1, MJWarp, 1024 envs, 300 iterations
+#           (568 updates), traced (SOAKLAB_TRACE=1): A and B deterministic, C and E default, D
+#           deterministic killed at iteration 150 (SOAKLAB_FAULT=kill_learner@150) and resumed from its
+#           checkpoint at 100. `soaklab diff-runs` compares A with B, A with D (traces, series, final
+#           weights: equal), A with C, and C with E (the default mode: where its runs part).
+# soak      `snakemake soak --configfile config/gpu-deterministic.yaml`, then the same with
+#           `-R train_soak`: diff-runs of the two run dirs (series and final weights).
+# cost      env-steps/s of the deterministic and default modes at 1024 and 4096 envs, each run alone,
+#           with the phases (scripts/gpu/gpu_phases.py: update, the collector's env step) beside the
+#           physics alone of each mode on this machine (warmup.py; task = env step - physics); a table.
+# learning  the gpu-learning record reproduced with record_overrides training.deterministic: true (its
+#           three seeds side by side): the mode's learning against the record's bands.
+# record    `soaklab record update gpu-deterministic`, then `snakemake reproduce` of it on this
+#           machine; a later visit reproduces it with REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh.
+#
+# Each stage packs its evidence into $OUT/determinism-STAGE.tgz (no checkpoints, no replay).
+set -uo pipefail
+stage=${1:-bits}
+out=${OUT:-/tmp/soaklab-out}
+here=$(pwd)
+work=/root/determinism/$stage
+pack=$work/pack
+log() { echo "== $(date -u +%T) $*"; }
+rm -rf "$work" && mkdir -p "$pack"
+wheel=$here/resources/assets/cache/mjlab-1.6.0-py3-none-any.whl
+printf 'assets:\n  source: %s\n' "$wheel" >"$work/assets.yaml"
+smk=(--cores 16 --scheduler greedy --configfile "$work/assets.yaml")
+python3 -m soaklab assets pull --robot g1 --source "$wheel" >"$work/assets.log" 2>&1 || { cat "$work/assets.log"; exit 2; }
+python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exit 2; }
+unset SOAKLAB_FAULT SOAKLAB_TRACE SOAKLAB_TRACE_DUMP
+
+# The gpu-det run of config/gpu-deterministic.yaml, as `soaklab train` arguments.
+run=(--algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training
+     training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 training.dp_ranks=1
+     algo.num_envs=1024 algo.max_iterations=300 algo.replay_buffer_size=307200 algo.save_interval=100)
+train() {  # train NAME [KEY=VALUE...]: a run dir under $work, its console in NAME.log
+  local name=$1; shift
+  python3 -m soaklab train "${run[@]}" "$@" "training.log_dir=$work/$name" >"$work/$name.log" 2>&1
+  echo "train $name: exit $?"
+}
+keep() {  # what of a run dir comes home: everything but checkpoints and resumable state
+  for dir in "$@"; do
+    mkdir -p "$pack/$(basename "$dir")"
+    (cd "$dir" && tar -cf - --exclude=checkpoints --exclude=resume . ) | tar -C "$pack/$(basename "$dir")" -xf -
+  done
+}
+diff_runs() {  # diff_runs A B: soaklab diff-runs, its output kept
+  python3 -m soaklab diff-runs "$1" "$2" 2>&1 | tee -a "$pack/diff-runs.txt"
+  echo "diff-runs $(basename "$1") $(basename "$2"): exit ${PIPESTATUS[0]}" | tee -a "$pack/diff-runs.txt"
+}
+
+copy_run() {  # copy_run DEST: the gpu-det soak's run dir (no resumable state) and its soak JSON
+  mkdir -p "$1/train" && cp results/gpu-det/soak.json results/gpu-det/validation.json "$1/" 2>/dev/null
+  (cd results/gpu-det/train && tar -cf - --exclude=resume . ) | tar -C "$1/train" -xf -
+}
+
+case $stage in
+warm)
+  for mode in default deterministic; do
+    log "warm-up: mujoco_warp's $mode kernels, the raw ceiling"
+    flag=(); [ "$mode" = deterministic ] && flag=(--deterministic)
+    python3 scripts/gpu/warmup.py --worlds 1024,4096 "${flag[@]}" --out "$pack/ceiling-$mode.json" \
+      >"$work/warmup-$mode.log" 2>&1; echo "warmup $mode: exit $?"; tail -3 "$work/warmup-$mode.log"
+  done
+  ;;
+bits)
+  log "A, B (deterministic), C, E (default), D (deterministic, killed at 150) at once, traced"
+  export SOAKLAB_TRACE=1
+  train A training.deterministic=true &
+  train B training.deterministic=true &
+  train C &
+  train E &
+  (export SOAKLAB_FAULT=kill_learner@150; train D training.deterministic=true; unset SOAKLAB_FAULT
+   log "D: resume"
+   python3 -m soaklab train --resume "$work/D" >"$work/D-resume.log" 2>&1; echo "train --resume D: exit $?") &
+  wait
+  unset SOAKLAB_TRACE
+  for name in A B C D E; do grep -h "^train: \(completed\|failed\|resuming\)" "$work/$name.log" "$work/$name-resume.log" 2>/dev/null; done
+  log "compare"
+  diff_runs "$work/A" "$work/B"
+  diff_runs "$work/A" "$work/D"
+  diff_runs "$work/A" "$work/C"
+  diff_runs "$work/C" "$work/E"  # the default mode against itself: where GPU runs part without the mode
+  python3 - "$work"/A "$work"/C <<'EOF' | tee -a "$pack/diff-runs.txt"
+import json, sys
+from pathlib import Path
+for run in map(Path, sys.argv[1:]):  # what each mode ran: the env's kernels, and whether the graphs held
+    env = json.loads((run / "backend_diagnostics.json").read_text())["diagnostics"]
+    learner = json.loads((run / "run_summary.json").read_text())["runtime_manifest"].get("learner_diagnostics") or {}
+    print(run.name, "opt.deterministic", env.get("deterministic"), "env step graph", env["cuda_graph"],
+          "learner graphs", json.dumps(learner.get("cuda_graph")))
+EOF
+  keep "$work"/A "$work"/B "$work"/C "$work"/D "$work"/E
+  ;;
+soak)
+  log "snakemake soak (gpu-det)"
+  python3 -m snakemake soak "${smk[@]}" "$here/config/gpu-deterministic.yaml" >"$work/soak-1.log" 2>&1
+  echo "snakemake soak: exit $?"
+  copy_run "$work/first"
+  log "snakemake soak -R train_soak"
+  python3 -m snakemake soak -R train_soak "${smk[@]}" "$here/config/gpu-deterministic.yaml" >"$work/soak-2.log" 2>&1
+  echo "snakemake soak -R train_soak: exit $?"
+  diff_runs "$work/first/train" "$here/results/gpu-det/train"
+  copy_run "$work/rerun"
+  keep "$work/first" "$work/rerun"
+  ;;
+cost)
+  for mode in default deterministic; do  # the physics alone, on this machine (kernels from the warm stage)
+    flag=(); [ "$mode" = deterministic ] && flag=(--deterministic)
+    python3 scripts/gpu/warmup.py --worlds 1024,4096 "${flag[@]}" --out "$pack/ceiling-$mode.json" \
+      >"$work/warmup-$mode.log" 2>&1; echo "warmup $mode: exit $?"
+  done
+  for envs in 1024 4096; do
+    iterations=$(( envs == 1024 ? 1500 : 800 ))
+    for mode in default deterministic; do
+      name=cost-$mode-$envs
+      log "$name ($iterations iterations, alone)"
+      python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training \
+        training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 training.dp_ranks=1 \
+        "training.deterministic=$([ $mode = deterministic ] && echo true || echo false)" "algo.num_envs=$envs" \
+        "algo.max_iterations=$iterations" "algo.save_interval=$iterations" "training.log_dir=$work/$name" \
+        >"$work/$name.log" 2>&1; echo "train $name: exit $?"
+      python3 scripts/gpu/gpu_phases.py "$work/$name" --out "$pack/phases-$name.json" --steady-from $(( iterations / 2 )) \
+        --source "scripts/gpu/determinism.sh cost" >/dev/null 2>&1 || echo "gpu_phases $name failed"
+    done
+  done
+  python3 - "$pack" "$pack" <<'EOF' | tee "$pack/cost.md"
+import json, sys
+from pathlib import Path
+pack, warm = Path(sys.argv[1]), Path(sys.argv[2])
+def ceiling(mode, envs):
+    try:
+        runs = json.loads((warm / f"ceiling-{mode}.json").read_text())["runs"]
+        return next(r["control_step_ms_median"] for r in runs if r["worlds"] == envs)
+    except (OSError, StopIteration, KeyError, ValueError):
+        return None
+print("| envs | mode | env-steps/s (steady) | with start-up | iteration ms | env step ms in the run | physics alone ms | "
+      "task and sharing ms | update ms | inference ms |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+rates = {}
+for envs in (1024, 4096):
+    for mode in ("default", "deterministic"):
+        try:
+            p = json.loads((pack / f"phases-cost-{mode}-{envs}.json").read_text())
+        except (OSError, ValueError):
+            print(f"| {envs} | {mode} | (no run) |"); continue
+        ph = p["phases_per_iteration"]
+        env_step = ph.get("collector_env_step_ms", {}).get("mean_ms")
+        physics = ceiling(mode, envs)
+        task = None if env_step is None or physics is None else env_step - physics
+        rates[(envs, mode)] = p["steady_state"]["env_steps_per_s"]  # the whole loop, past start-up
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
+        print(f"| {envs} | {mode} | {p['steady_state']['env_steps_per_s']:,.0f} | {p['end_to_end_env_steps_per_s']:,.0f} | "
+              f"{ph['iteration_ms']['median_ms']:.2f} | {fmt(env_step)} | {fmt(physics)} | {fmt(task)} | "
+              f"{ph['learner_update_ms']['median_ms']:.2f} | {ph['learner_inference_ms']['median_ms']:.2f} |")
+for envs in (1024, 4096):
+    if (envs, "default") in rates and (envs, "deterministic") in rates:
+        ratio = rates[(envs, "deterministic")] / rates[(envs, "default")]
+        print(f"\n{envs} envs: deterministic / default env-steps/s of the whole loop = {ratio:.2f} (goal >= 0.7)")
+EOF
+  for name in "$work"/cost-*; do [ -d "$name" ] && keep "$name"; done
+  ;;
+learning)
+  log "gpu-learning reproduced in the deterministic mode (three seeds side by side)"
+  printf 'record_overrides:\n  training.deterministic: true\n' >"$work/deterministic.yaml"
+  python3 -m snakemake reproduce --config reproduce=gpu-learning "${smk[@]}" "$work/deterministic.yaml" \
+    >"$work/reproduce.log" 2>&1; echo "snakemake reproduce gpu-learning (deterministic): exit $?"
+  cat results/reproduce/gpu-learning/verdict.txt 2>/dev/null
+  cp -a results/reproduce/gpu-learning "$pack/comparison" 2>/dev/null
+  cp -a logs/rec-gpu-learning-seed* "$pack/" 2>/dev/null
+  ;;
+record)
+  log "record update gpu-deterministic"
+  python3 -m soaklab record update gpu-deterministic --cores 16 -- --scheduler greedy \
+    --configfile "$work/assets.yaml" >"$work/record.log" 2>&1; echo "record update: exit $?"
+  tail -3 "$work/record.log"
+  log "reproduce gpu-deterministic on this machine"
+  python3 -m snakemake reproduce --config reproduce=gpu-deterministic "${smk[@]}" >"$work/reproduce.log" 2>&1
+  echo "snakemake reproduce gpu-deterministic: exit $?"
+  cat results/reproduce/gpu-deterministic/verdict.txt 2>/dev/null
+  cp -a records/gpu-deterministic "$pack/record" 2>/dev/null
+  cp -a results/reproduce/gpu-deterministic "$pack/comparison" 2>/dev/null
+  ;;
+*)
+  echo "determinism.sh: unknown stage '$stage' (warm, bits, soak, cost, learning, record)" >&2; exit 2 ;;
+esac
+
+python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
+cp "$work"/*.log "$pack/" 2>/dev/null
+tar -C "$pack" -czf "$out/determinism-$stage.tgz" . && log "packed determinism-$stage.tgz ($(du -h "$out/determinism-$stage.tgz" | cut -f1))"

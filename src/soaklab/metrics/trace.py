@@ -1,0 +1,112 @@
+"""Two runs' traces compared: the first step, stage and tensor where they differ (docs/determinism.md,
+"Finding a difference").
+
+A trace is what `SOAKLAB_TRACE=1` made a run write into `<run dir>/trace/` (soaklab.rl.trace): per
+step and stage, a digest of each tensor. The first difference is the earliest step, then the earliest
+stage in the order a difference propagates (STAGES), then the first tensor by name. Where both runs
+saved that step's tensors whole (`SOAKLAB_TRACE_DUMP=N`), the tensor's values are compared too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soaklab.errors import InvalidInput
+
+TRACE_DIR = "trace"
+SIDES = ("collector", "learner")
+# Within an iteration: the collector's step (the actions it was answered, the physics, the rewards, the
+# observations), then the learner's update round (the rows it samples, its losses, the weights after
+# it), then the vector taken into replay.
+STAGES = ("action", "physics", "reward", "observation", "sample", "loss", "weights", "replay")
+MAX_LINE = 1 << 20  # a trace line holds digests only; a longer one was not written by soaklab
+
+
+@dataclass(frozen=True)
+class Difference:
+    step: int
+    stage: str
+    name: str
+    a: str | None  # the digest in run A (None: absent there)
+    b: str | None
+
+    def line(self) -> str:
+        what = "missing in A" if self.a is None else "missing in B" if self.b is None else f"{self.a} and {self.b}"
+        return f"first difference: step {self.step}, {self.stage} tensor {self.name} ({what})"
+
+
+def read_trace(run_dir: Path) -> dict[tuple[int, str], dict[str, str]]:
+    """(step, stage) -> {tensor name: digest} of a run's trace; a step's last line wins (a resumed run
+    writes again the steps after its checkpoint). Refused in one line: no trace, a line that is not a
+    trace record (a cut last line, a killed writer's, is skipped)."""
+    folder = run_dir / TRACE_DIR
+    files = [folder / f"{side}.jsonl" for side in SIDES if (folder / f"{side}.jsonl").is_file()]
+    if not files:
+        raise InvalidInput(f"{run_dir}: no trace ({folder}/collector.jsonl, learner.jsonl); "
+                           "run it with SOAKLAB_TRACE=1")
+    out: dict[tuple[int, str], dict[str, str]] = {}
+    for path in files:
+        with path.open("rb") as handle:
+            lines = handle.readlines(1 << 34)
+        for number, raw in enumerate(lines, 1):
+            record = _record(raw)
+            if record is None:
+                if number == len(lines) and not raw.endswith(b"\n"):
+                    continue  # cut by a kill
+                raise InvalidInput(f"{path}:{number}: not a trace record (step, stage, digests)")
+            out[(record["step"], record["stage"])] = record["digests"]
+    return out
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    if len(raw) > MAX_LINE:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    ok = (isinstance(value, dict) and type(value.get("step")) is int and value["step"] >= 0
+          and value.get("stage") in STAGES and isinstance(value.get("digests"), dict)
+          and all(isinstance(k, str) and isinstance(v, str) for k, v in value["digests"].items()))
+    return value if ok else None
+
+
+def first_difference(a: dict[tuple[int, str], dict[str, str]], b: dict[tuple[int, str], dict[str, str]]
+                     ) -> Difference | None:
+    """The earliest (step, stage, tensor) whose digests differ, or that one trace lacks."""
+    keys = sorted(set(a) | set(b), key=lambda k: (k[0], STAGES.index(k[1])))
+    for step, stage in keys:
+        da, db = a.get((step, stage), {}), b.get((step, stage), {})
+        for name in sorted(set(da) | set(db)):
+            if da.get(name) != db.get(name):
+                return Difference(step, stage, name, da.get(name), db.get(name))
+    return None
+
+
+def values_line(run_a: Path, run_b: Path, diff: Difference) -> str | None:
+    """Where both runs saved the step's tensors whole: how the tensor's values differ (None: no dump)."""
+    from soaklab.files.checkpoints import load_weights
+
+    found = []
+    for run in (run_a, run_b):
+        paths = [run / TRACE_DIR / f"{side}-{diff.step}-{diff.stage}.pt" for side in SIDES]
+        path = next((p for p in paths if p.is_file()), None)
+        if path is None:
+            return None
+        found.append(load_weights(path).get(diff.name))
+    ta, tb = found
+    if ta is None or tb is None:
+        return None
+    if ta.shape != tb.shape or ta.dtype != tb.dtype:
+        return f"  values: {tuple(ta.shape)} {ta.dtype} against {tuple(tb.shape)} {tb.dtype}"
+    unequal = (ta != tb) & ~(ta.isnan() & tb.isnan()) if ta.is_floating_point() else ta != tb
+    count = int(unequal.sum())
+    if not count:
+        return "  values: equal (the digests differ in bits a comparison does not show: -0.0 and 0.0, NaN payloads)"
+    index = tuple(int(i) for i in unequal.nonzero()[0])
+    gap = (ta.double() - tb.double()).abs().max() if ta.is_floating_point() else None
+    return (f"  values: {count} of {ta.numel()} elements differ; the first at {list(index)}: {ta[index].item()!r} "
+            f"and {tb[index].item()!r}" + (f"; max |A - B| = {float(gap):.3g}" if gap is not None else ""))

@@ -1,0 +1,78 @@
+"""Two traces compared (soaklab.metrics.trace, `soaklab diff-runs`): the first step, stage and tensor
+that differ, in the order a difference propagates; damaged or missing traces refused in one line.
+Real runs' traces: tests/rl/test_reproducible.py."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from soaklab.metrics.trace import first_difference, read_trace
+from soaklab.rl.trace import Trace, digest
+from tests.conftest import one_line
+
+
+def write(run, side, lines):
+    folder = run / "trace"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{side}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def line(step, stage, **digests):
+    return {"step": step, "stage": stage, "digests": digests}
+
+
+def test_the_first_difference_is_the_earliest_step_then_stage_then_name(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "collector", [line(0, "action", action="1"), line(1, "action", action="2"), line(1, "physics", q="3")])
+    write(a, "learner", [line(1, "loss", critic="4"), line(1, "sample", rows="5")])
+    write(b, "collector", [line(0, "action", action="1"), line(1, "action", action="2"), line(1, "physics", q="3")])
+    write(b, "learner", [line(1, "loss", critic="x"), line(1, "sample", rows="y")])
+    found = first_difference(read_trace(a), read_trace(b))
+    assert (found.step, found.stage, found.name) == (1, "sample", "rows")  # sample comes before loss
+    assert found.line() == "first difference: step 1, sample tensor rows (5 and y)"
+    assert first_difference(read_trace(a), read_trace(a)) is None
+    write(b, "learner", [line(1, "loss", critic="4"), line(1, "sample", rows="5"), line(2, "weights", w="6")])
+    assert first_difference(read_trace(a), read_trace(b)).line() == \
+        "first difference: step 2, weights tensor w (missing in A)"
+
+
+def test_a_resumed_runs_last_line_wins_and_a_cut_last_line_is_skipped(tmp_path):
+    run = tmp_path / "run"
+    write(run, "learner", [line(3, "loss", critic="old"), line(3, "loss", critic="new")])
+    with (run / "trace" / "learner.jsonl").open("a") as handle:
+        handle.write('{"step": 4, "stage": "lo')  # a killed writer's
+    assert read_trace(run) == {(3, "loss"): {"critic": "new"}}
+
+
+def test_diff_runs_refuses_what_it_cannot_read_in_one_line(cli, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "learner", [line(0, "loss", critic="1")])
+    b.mkdir()
+    result = cli("diff-runs", a, b)
+    assert result.code == 2 and f"{b}: no trace" in one_line(result.err)
+    write(b, "learner", [line(0, "loss", critic="1"), {"step": -1, "stage": "loss", "digests": {}},
+                         line(1, "loss", critic="1")])
+    result = cli("diff-runs", a, b)
+    assert result.code == 2 and f"{b / 'trace' / 'learner.jsonl'}:2: not a trace record" in one_line(result.err)
+    result = cli("diff-runs", a, tmp_path / "nowhere")
+    assert result.code == 2 and "not a run dir" in one_line(result.err)
+
+
+def test_a_dumped_step_shows_the_values_that_differ(cli, tmp_path):
+    """SOAKLAB_TRACE_DUMP: both runs saved the step whole; the diff names the element and the gap."""
+    tensors = {"loss/critic": torch.tensor(1.5), "weights": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}
+    for name, scale in (("a", 1.0), ("b", 1.0 + 2**-20)):
+        (tmp_path / name).mkdir()
+        trace = Trace(tmp_path / name, "learner", dump_step=7)
+        trace.record(6, "weights", {"weights": tensors["weights"]})
+        trace.record(7, "weights", {"weights": tensors["weights"] * torch.tensor([[1.0, 1.0], [1.0, scale]])})
+        trace.close()
+    result = cli("diff-runs", tmp_path / "a", tmp_path / "b")
+    assert result.code == 1
+    first, values = result.out.splitlines()[:2]
+    # step 6 agreed; at step 7 run A still holds the weights step 6 held
+    held = digest(tensors["weights"])
+    assert first.startswith(f"diff-runs: first difference: step 7, weights tensor weights ({held} and ")
+    assert values.startswith("  values: 1 of 4 elements differ; the first at [1, 1]: 4.0 and 4.00000")
