@@ -23,8 +23,17 @@ import mujoco
 import numpy as np
 
 from soaklab.deploy.contract import Contract, read_contract
-from soaklab.deploy.observe import F32, State, conj, observation, quat_apply, quat_from_yaw, quat_mul, terminated
-from soaklab.deploy.observe import tracking_errors
+from soaklab.deploy.observe import (
+    F32,
+    State,
+    conj,
+    observation,
+    quat_apply,
+    quat_from_yaw,
+    quat_mul,
+    terminated,
+    tracking_errors,
+)
 from soaklab.deploy.world import Episodes, Joints, actuator_ids, body_id, load_clip, load_model
 from soaklab.errors import InvalidInput
 
@@ -110,7 +119,8 @@ class Setup:
         clip, nz = self.clip, reset["noise"]
         hinges = [j for j in range(m.njnt) if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
         scale = 1.0 if noise else 0.0
-        joint_pos = clip["joint_pos"][[0] * n] + draw((n, len(hinges)), -nz["joint_pos"] * scale, nz["joint_pos"] * scale)
+        half = nz["joint_pos"] * scale
+        joint_pos = clip["joint_pos"][[0] * n] + draw((n, len(hinges)), -half, half)
         lo, hi = m.jnt_range[hinges, 0].astype(F32), m.jnt_range[hinges, 1].astype(F32)
         joint_pos = np.maximum(np.minimum(joint_pos, hi), lo)
         root = self.clip_body[reset["root_body"]]
@@ -169,6 +179,22 @@ def element_names(block: dict[str, Any], channels: list[dict[str, Any]]) -> list
     return names if len(names) == width else [str(i) for i in range(width)]
 
 
+def probe_mismatch(c: dict[str, Any], bad: np.ndarray, obs: np.ndarray, want: np.ndarray) -> str:
+    """Which elements of which blocks the contract rebuilds otherwise than the policy met them."""
+    found: dict[str, list[str]] = {}
+    first = None
+    for i in bad:
+        b = next(b for b in c["observation"]["blocks"] if b["start"] <= i < b["stop"])
+        label = element_names(b, c["action"]["channels"])[i - b["start"]]
+        found.setdefault(label, []).append(b["name"])
+        first = first or f"{b['name']}[{label}] {obs[i]:.4g}, the policy saw {want[i]:.4g}"
+    labels = list(found)
+    blocks = list(dict.fromkeys(name for names in found.values() for name in names))
+    more = f" and {len(labels) - SHOWN} more" if len(labels) > SHOWN else ""
+    return (f"the contract does not rebuild the observations the policy was exported with: they differ at "
+            f"{', '.join(labels[:SHOWN])}{more} in {', '.join(blocks)} (first: {first})")
+
+
 def check_probe(setup: Setup, policy: Policy, path: Path) -> float:
     """Refuse where the contract does not rebuild the observations the policy met in its task;
     the largest difference otherwise."""
@@ -183,15 +209,8 @@ def check_probe(setup: Setup, policy: Policy, path: Path) -> float:
         diff = np.abs(obs.astype(np.float64) - want)
         bad = np.nonzero(diff > probe["tolerance"] * (1.0 + np.abs(want)))[0]
         if len(bad):
-            named = []
-            for i in bad[:SHOWN]:
-                b = next(b for b in c["observation"]["blocks"] if b["start"] <= i < b["stop"])
-                named.append(f"{b['name']}[{element_names(b, c['action']['channels'])[i - b['start']]}] "
-                             f"{obs[i]:.4g} (the policy saw {want[i]:.4g})")
-            more = f", and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
-            raise InvalidInput(f"{path}: the contract does not rebuild the observations the policy was exported "
-                               f"with (probe step {step}): {', '.join(named)}{more}; a field of the contract (joint "
-                               "order, default pose, scale, slices) does not describe this policy")
+            raise InvalidInput(f"{path}: {probe_mismatch(c, bad, obs, want)} (probe step {step}); a field of the "
+                               "contract (joint order, default pose, scale, slices) does not describe this policy")
         worst = max(worst, float(diff.max()))
         action = policy(obs[None])
         episodes.step(setup.targets(action))

@@ -107,12 +107,13 @@ def read_contract(path: Path) -> Contract:
         if meta.get(key) != value:
             raise InvalidInput(f"{path}: metadata {key} is {str(meta.get(key))[:40]!r}, the contract says "
                                f"{value[:40]!r}; the flat keys must be written from the contract")
-    digest = graph_sha256(model)
-    if digest != data["model_file"]["graph_sha256"]:
-        raise InvalidInput(f"{where}: belongs to another model (its graph_sha256 {data['model_file']['graph_sha256'][:12]}, "
-                           f"this file's graph {digest[:12]}); export the policy again rather than copy a contract")
-    if data["action"]["dim"] != len(data["action"]["channels"]):
-        raise InvalidInput(f"{where}: action dim {data['action']['dim']} but {len(data['action']['channels'])} channels")
+    digest, theirs = graph_sha256(model), data["model_file"]["graph_sha256"]
+    if digest != theirs:
+        raise InvalidInput(f"{where}: belongs to another model (its graph_sha256 {theirs[:12]}, this file's graph "
+                           f"{digest[:12]}); export the policy again rather than copy a contract")
+    channels = len(data["action"]["channels"])
+    if data["action"]["dim"] != channels:
+        raise InvalidInput(f"{where}: action dim {data['action']['dim']} but {channels} channels")
     return Contract(path, data, raw)
 
 

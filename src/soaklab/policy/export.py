@@ -42,14 +42,12 @@ class DeterministicPolicy(nn.Module):
 
 def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIONS) -> dict[str, Any]:
     """Write `out` (ONNX) and `out`.parity.json; return the parity record."""
-    import onnxruntime
-
-    from soaklab.policy.rollout import playback_env, roll_out
-
     import onnx
+    import onnxruntime
 
     from soaklab.deploy.contract import graph_sha256, sidecar, write_contract
     from soaklab.policy.deploy_contract import build_contract, has_contract, probe, task_part
+    from soaklab.policy.rollout import playback_env, roll_out
 
     check_out_file(out, ".onnx")
     policy = DeterministicPolicy(trained.agent).eval()
