@@ -111,9 +111,18 @@ def read_contract(path: Path) -> Contract:
     if digest != theirs:
         raise InvalidInput(f"{where}: belongs to another model (its graph_sha256 {theirs[:12]}, this file's graph "
                            f"{digest[:12]}); export the policy again rather than copy a contract")
-    channels = len(data["action"]["channels"])
-    if data["action"]["dim"] != channels:
-        raise InvalidInput(f"{where}: action dim {data['action']['dim']} but {channels} channels")
+    graph = {"input": [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim][1:],
+             "output": [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim][1:]}
+    widths = {"input": data["observation"]["dim"], "output": len(data["action"]["channels"])}
+    for side, width in widths.items():
+        named = data["model_file"][side]["shape"][1:]
+        if graph[side] != [width] or named != [width]:
+            raise InvalidInput(f"{where}: the model's {side} is {graph[side]} wide, the contract says {named} and "
+                               f"describes {width}; export the policy again")
+    probe = data["probe"]["observations"]
+    if data["action"]["dim"] != widths["output"] or any(len(o) != widths["input"] for o in probe):
+        raise InvalidInput(f"{where}: action dim {data['action']['dim']}, {widths['output']} channels and the probe's "
+                           f"observations must fit the model; export the policy again")
     return Contract(path, data, raw)
 
 
