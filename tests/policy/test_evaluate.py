@@ -124,8 +124,9 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run,
     check = json.loads(deployed.read_text())
     assert check["probe"]["max_abs_diff"] == 0.0 and check["seed"] == contract["run"]["seed"]
     theirs = check["clips"]["largebox"]
-    for name in ("episodes", "success_rate", "steps", "tracked_fraction"):
+    for name in ("episodes", "success_rate", "steps"):
         assert theirs[name] == figures[name], name
+    assert theirs["tracked_fraction"] == pytest.approx(figures["tracked_fraction"], rel=1e-12)  # float64 means
     for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
         assert theirs[name] == pytest.approx(figures[name], rel=1e-6), name
 

@@ -371,3 +371,20 @@ def test_deploy_check_refuses_a_policy_exported_before_contracts_or_another_grap
     result = cli("deploy-check", changed)
     assert result.code == 2
     assert f"{changed}: metadata soaklab.contract: belongs to another model" in one_line(result.err)
+
+
+def test_export_never_writes_a_contract_whose_slices_do_not_tile(tmp_path, cartpole_policy):
+    """The writer export calls checks the schema and the tiling first: nothing is written."""
+    import shutil
+
+    from soaklab.deploy.contract import write_contract
+    from soaklab.errors import RuntimeFailure
+
+    policy, readable = tmp_path / "policy.onnx", tmp_path / "policy.contract.json"
+    shutil.copyfile(cartpole_policy, policy)
+    before = policy.read_bytes()
+    contract = json.loads(cartpole_policy.with_name("policy.contract.json").read_text())
+    contract["observation"]["blocks"][4]["stop"] = 6
+    with pytest.raises(RuntimeFailure, match=r"policy contract: the blocks cover \[0, 6\), the observation has 5"):
+        write_contract(policy, contract, readable)
+    assert policy.read_bytes() == before and not readable.exists()
