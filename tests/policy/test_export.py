@@ -329,6 +329,8 @@ def test_the_example_feeds_the_cartpole_policy_from_the_file(cartpole_policy):
     (lambda c: c["observation"]["blocks"][1].update(start=2), True, "slices do not tile the 5 observations: "
      "block pole_sin starts at 2, not 1: a gap"),
     (lambda c: c["observation"]["blocks"][1].update(start=0), True, "block pole_sin starts at 0, not 1: an overlap"),
+    (lambda c: c["episode"].update(end="clip_last_frame"), True, "episode end clip_last_frame follows a clip, and "
+     "the contract names none"),
     (lambda c: c["model_file"].update(graph_sha256="0" * 64), True, "belongs to another model (its graph_sha256 "
      "000000000000, this file's graph"),
     (lambda c: c["action"]["channels"][0].update(scale=2.0), False, "metadata action_scale is '1.0', the contract "
@@ -336,8 +338,9 @@ def test_the_example_feeds_the_cartpole_policy_from_the_file(cartpole_policy):
 ])
 def test_deploy_check_refuses_a_contract_it_cannot_trust_in_one_line(cli, tmp_path, cartpole_policy, edit, flat,
                                                                      says):
-    """Each rewritten inside the file: a future schema, slices with a gap or an overlap, a contract
-    copied from another model, flat keys not written from the contract. Nothing is written."""
+    """Each rewritten inside the file: a future schema, slices with a gap or an overlap, parts that do
+    not fit together, a contract copied from another model, flat keys not written from the contract.
+    Nothing is written."""
     import shutil
 
     policy = tmp_path / "policy.onnx"

@@ -74,6 +74,15 @@ class Setup:
         c = contract.data
         self.c = c
         self.model = load_model(clip["scene"] if clip is not None else c["robot_model"])
+        if abs(self.model.opt.timestep - c["timing"]["sim_timestep"]) > 1e-12:
+            raise InvalidInput(f"contract timing: sim_timestep {c['timing']['sim_timestep']}, the robot model's "
+                               f"{self.model.opt.timestep}")
+        reset = c["reset"]
+        if reset["kind"] == "joint_state" and not (
+                len(reset["qpos"]) == len(reset["noise"]["qpos"]) == self.model.nq
+                and len(reset["qvel"]) == len(reset["noise"]["qvel"]) == self.model.nv):
+            raise InvalidInput(f"contract reset: qpos, qvel and their noise must have the robot model's "
+                               f"{self.model.nq} and {self.model.nv} entries")
         self.clip = load_clip(clip, self.model) if clip is not None else None
         channels = c["action"]["channels"]
         self.action_joints = Joints.of(self.model, [ch["joint"] for ch in channels])

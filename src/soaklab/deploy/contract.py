@@ -65,6 +65,29 @@ def tiling_error(observation: dict[str, Any]) -> str | None:
     return None
 
 
+CLIP_TERMINATIONS = ("body_height_error", "body_tilt_error", "reanchored_height_error")
+
+
+def coherence_error(data: dict[str, Any]) -> str | None:
+    """Why the parts of a schema-valid contract do not fit together, or None: what reads a clip
+    needs one, an episode needs its end, the control step is the physics steps'."""
+    readers = [f"block {b['name']}" for b in data["observation"]["blocks"] if b["source"]["kind"].startswith("clip")]
+    readers += [f"termination {t['kind']}" for t in data["terminations"] if t["kind"] in CLIP_TERMINATIONS]
+    readers += [f"{key} {data[key]['kind']}" for key in ("reset", "metrics")
+                if data[key]["kind"] in ("clip_first_frame", "tracking")]
+    if data["episode"]["end"] == "clip_last_frame":
+        readers.append("episode end clip_last_frame")
+    if readers and not data["clips"]:
+        return f"{readers[0]} follows a clip, and the contract names none"
+    if data["episode"]["end"] == "max_steps" and data["episode"]["max_steps"] is None:
+        return "episode end max_steps needs max_steps"
+    timing = data["timing"]
+    if abs(timing["control_dt"] - timing["decimation"] * timing["sim_timestep"]) > 1e-9:
+        return (f"timing: control_dt {timing['control_dt']} is not decimation {timing['decimation']} x sim_timestep "
+                f"{timing['sim_timestep']}")
+    return None
+
+
 @dataclass(frozen=True)
 class Contract:
     path: Path  # the ONNX file
@@ -100,6 +123,8 @@ def read_contract(path: Path) -> Contract:
     errors = schema_errors("policy_contract", data)
     if errors:
         raise InvalidInput(f"{where}: {errors[0]} (schemas/policy_contract.schema.json)")
+    if (incoherent := coherence_error(data)) is not None:
+        raise InvalidInput(f"{where}: {incoherent}; export the policy again")
     if (tiling := tiling_error(data["observation"])) is not None:
         raise InvalidInput(f"{where}: its observation slices do not tile the {data['observation']['dim']} "
                            f"observations: {tiling}")
@@ -136,8 +161,9 @@ def write_contract(path: Path, contract: dict[str, Any], readable: Path) -> None
     from soaklab.files.jsonfiles import write_json_atomic
 
     errors = schema_errors("policy_contract", contract)
-    if errors or (tiling := tiling_error(contract["observation"])) is not None:
-        raise RuntimeFailure(f"policy contract: {errors[0] if errors else tiling}")
+    problem = errors[0] if errors else coherence_error(contract) or tiling_error(contract["observation"])
+    if problem is not None:  # a task's contract function is wrong: a soaklab bug, exit 1, nothing written
+        raise RuntimeFailure(f"policy contract: {problem}")
     model = onnx.load(str(path))
     for key, value in {CONTRACT_KEY: json.dumps(contract, sort_keys=True), **flat_metadata(contract)}.items():
         entry = next((p for p in model.metadata_props if p.key == key), None) or model.metadata_props.add()

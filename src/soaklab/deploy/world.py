@@ -49,12 +49,16 @@ def load_model(entry: dict[str, Any]) -> mujoco.MjModel:
 def load_clip(entry: dict[str, Any], model: mujoco.MjModel) -> dict[str, Any]:
     """The clip's arrays as float32 (the table the task reads), with its rate and length."""
     path = checked_file(entry, f"clip {entry['label']}")
-    with np.load(path, allow_pickle=False) as npz:
-        clip: dict[str, Any] = {k: np.asarray(npz[k], dtype=F32) for k in CLIP_FIELDS}
-        clip["fps"] = float(np.asarray(npz["fps"]).reshape(-1)[0])
-    if clip["body_pos_w"].shape[1] != model.nbody - 1:
-        raise InvalidInput(f"{path}: clip has {clip['body_pos_w'].shape[1]} bodies, the robot model "
-                           f"{model.nbody - 1}; the clip is of another robot")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            clip: dict[str, Any] = {k: np.asarray(npz[k], dtype=F32) for k in CLIP_FIELDS}
+            clip["fps"] = float(np.asarray(npz["fps"]).reshape(-1)[0])
+    except (OSError, ValueError, KeyError) as exc:  # a hash-checked file: only a clip soaklab never wrote
+        raise InvalidInput(f"{path}: not a motion clip ({type(exc).__name__}: {exc})") from None
+    joints = sum(1 for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE)
+    if clip["body_pos_w"].shape[1:2] != (model.nbody - 1,) or clip["joint_pos"].shape[1:] != (joints,):
+        raise InvalidInput(f"{path}: clip has {clip['body_pos_w'].shape[1:2]} bodies and {clip['joint_pos'].shape[1:]} "
+                           f"joints, the robot model {model.nbody - 1} and {joints}; the clip is of another robot")
     clip["frames"] = int(clip["joint_pos"].shape[0])
     return clip
 
