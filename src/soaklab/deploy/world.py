@@ -148,10 +148,10 @@ def actuator_ids(model: mujoco.MjModel, channels: list[dict[str, Any]]) -> np.nd
         if joint != c["joint"]:
             raise InvalidInput(f"contract action {i}: actuator {c['actuator']} drives {joint} in the robot model, "
                                f"not {c['joint']}")
-        if c["kp"] is not None and not (np.isclose(model.actuator_gainprm[a, 0], c["kp"])
-                                        and np.isclose(-model.actuator_biasprm[a, 2], c["kd"])):
-            raise InvalidInput(f"contract action {i} ({c['joint']}): kp {c['kp']:.4g}, kd {c['kd']:.4g}, the "
-                               f"robot model's actuator {model.actuator_gainprm[a, 0]:.4g}, "
-                               f"{-model.actuator_biasprm[a, 2]:.4g}")
+        model_gains = (model.actuator_gainprm[a, 0], -model.actuator_biasprm[a, 2], model.actuator_forcerange[a, 1])
+        if c["kp"] is not None and not np.allclose(model_gains, (c["kp"], c["kd"], c["effort_limit"])):
+            raise InvalidInput(f"contract action {i} ({c['joint']}): kp, kd, effort limit {c['kp']:.4g}, "
+                               f"{c['kd']:.4g}, {c['effort_limit']:.4g}; the robot model's actuator "
+                               f"{', '.join(f'{g:.4g}' for g in model_gains)}")
         ids.append(a)
     return np.array(ids)

@@ -28,7 +28,7 @@ def clips(run: RunConfig, assets: dict[str, Any] | None) -> list[dict[str, Any]]
     """The run's clips, in env.motion's order, each with its scene (a terrain clip brings its own)."""
     motion = run.env.motion
     items = list(motion) if isinstance(motion, tuple) else [motion]
-    labels = clip_labels(tuple(items)) if isinstance(motion, tuple) else (Path(str(motion)).stem,)
+    labels = clip_labels(tuple(items))  # evaluate's labels: each clip file's stem
     return [{"label": label, **file_entry(str(path)), "scene": file_entry(str(scene_of(assets, str(path))))}
             for label, path in zip(labels, items, strict=True)]
 
