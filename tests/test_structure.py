@@ -255,10 +255,10 @@ def test_every_reference_of_the_catalogue_loads():
     errors = {(entry.name, field): reference_error(getattr(entry, field), field)
               for run_field, fields in RUN_REFERENCES.items() for entry in RUN_FIELDS[run_field].values()
               for field in fields}
-    errors |= {(task.name, "resolve"): reference_error(task.resolve, "resolve")
-               for task in TASKS.values() if task.resolve is not None}
+    errors |= {(task.name, field): reference_error(getattr(task, field), field)
+               for task in TASKS.values() for field in ("resolve", "contract") if getattr(task, field) is not None}
     assert {key: error for key, error in errors.items() if error} == {}
-    assert len(errors) == 2 * 2 + 2 + 2 + 1
+    assert len(errors) == 2 * 2 + 2 + 2 + 1 + 2
 
 
 # The rooms that may compare a backend's name: the catalogue declares it, sim/ holds the backends.
@@ -366,6 +366,23 @@ def test_the_name_check_passes_what_reads_the_entry():
             'found = {"python": "3.11", "mujoco": "3.3"}\n'
             'raise ValueError(f"sim {sim}: evaluate with --sim mujoco")\n')
     assert name_dispatch(ast.parse(code), {"mujoco", "mjwarp"}) == []
+
+
+# What `soaklab deploy-check` may import (docs/export.md): the file's own contract and plain MuJoCo,
+# never a task's code, torch or the runtime, so what it reproduces another program can reproduce.
+DEPLOY_THIRD_PARTY = {"numpy", "mujoco", "onnx", "onnxruntime"}
+DEPLOY_SOAKLAB = ("soaklab.errors", "soaklab.files.jsonfiles", "soaklab.schemas", "soaklab.deploy")
+
+
+def test_the_deployment_check_imports_no_task_code():
+    paths = list((PKG / "deploy").rglob("*.py"))
+    assert len(paths) >= 4
+    for path in paths:
+        names = imports_of(path)
+        tops = {name.split(".")[0] for name in names} - {"__future__", "soaklab"}
+        assert tops <= sys.stdlib_module_names | DEPLOY_THIRD_PARTY, (path, sorted(tops - sys.stdlib_module_names))
+        ours = {n for n in names if n.startswith("soaklab")}
+        assert all(n.startswith(DEPLOY_SOAKLAB) for n in ours), (path, sorted(ours))
 
 
 def test_the_catalogue_is_standard_library_only():

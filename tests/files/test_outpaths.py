@@ -121,3 +121,17 @@ def test_every_declared_path_is_an_argument_of_its_command():
                 assert dest(flag) in dests, (sub.prog, flag)
             checked.add(func)
     assert checked == set(READS_WRITES)
+
+
+def test_what_export_wrote_into_a_run_dir_it_may_write_again(tmp_path):
+    """A run's post-training export left policy.onnx, its parity and its contract JSON: exporting
+    into the run dir again replaces them (the run's own files stay refused)."""
+    from soaklab.errors import InvalidInput
+    from soaklab.files.outpaths import refuse_over_evidence
+
+    for name in ("policy.onnx", "policy.parity.json", "policy.contract.json", "run_summary.json"):
+        (tmp_path / name).write_text("{}")
+    refuse_over_evidence("RUN_DIR", tmp_path, {name: tmp_path / name for name in
+                                               ("policy.onnx", "policy.parity.json", "policy.contract.json")})
+    with pytest.raises(InvalidInput, match="evidence of the run"):
+        refuse_over_evidence("RUN_DIR", tmp_path, {"--out": tmp_path / "run_summary.json"})

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tests.conftest import one_line
-from tests.policy.test_export import FAST, QUIET, train
+from tests.policy.test_export import FAST, QUIET, feed, rewrite_contract, train
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -40,6 +40,18 @@ def train_g1(run_dir: Path, g1_assets, expect: int, **env: str) -> Path:
 @pytest.fixture(scope="module")
 def g1_run(tmp_path_factory, g1_assets) -> Path:
     return train_g1(tmp_path_factory.mktemp("g1") / "run", g1_assets, 0)
+
+
+@pytest.fixture(scope="module")
+def g1_policy(tmp_path_factory, g1_run) -> Path:
+    """The G1 run's policy exported with its contract (outside the run dir), its parity checked on 8
+    observations rather than 1,000 (the CLI's export is the cart-pole tests'; CI time)."""
+    from soaklab.policy.export import export
+    from soaklab.policy.trained import load_trained
+
+    out = tmp_path_factory.mktemp("g1-policy") / "policy.onnx"
+    assert export(load_trained(g1_run), out, observations=8)["parity"]["passed"]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +92,7 @@ def test_a_summary_soaklab_never_wrote_is_refused(cli, tmp_path, g1_failed_run, 
     assert not out.exists()
 
 
-def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run):
+def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run, g1_policy, g1_assets):
     before = digest(g1_run)
     out = tmp_path / "evaluation.json"
     page = tmp_path / "evaluation.html"
@@ -101,6 +113,24 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run)
     assert "evaluate: largebox on mujoco: 6 episodes from the first frame" in result.out
     assert "largebox" in page.read_text() and "first frame on mujoco" in page.read_text()
     assert digest(g1_run) == before  # evaluation never writes into the run's evidence
+    # The same policy from its ONNX file alone, on plain MuJoCo through its contract: the same initial
+    # states and steps, so the same episodes; the error means agree to float32 summation order.
+    contract = json.loads(g1_policy.with_name("policy.contract.json").read_text())
+    blocks = contract["observation"]["blocks"]
+    assert contract["observation"]["dim"] == 160 and sum(b["stop"] - b["start"] for b in blocks) == 160
+    assert contract["robot_model"]["sha256"] == g1_assets.manifest["scene"]["sha256"]
+    assert [c["label"] for c in contract["clips"]] == ["largebox"] and contract["action"]["dim"] == 29
+    deployed = tmp_path / "deploy.json"
+    result = cli("deploy-check", g1_policy, "--episodes", "6", "--out", deployed)
+    assert result.code == 0, result.err
+    check = json.loads(deployed.read_text())
+    assert check["probe"]["max_abs_diff"] == 0.0 and check["seed"] == contract["run"]["seed"]
+    theirs = check["clips"]["largebox"]
+    for name in ("episodes", "success_rate", "steps"):
+        assert theirs[name] == figures[name], name
+    assert theirs["tracked_fraction"] == pytest.approx(figures["tracked_fraction"], rel=1e-12)  # float64 means
+    for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
+        assert theirs[name] == pytest.approx(figures[name], rel=1e-6), name
 
 
 def test_the_evaluation_path_starts_at_frame_zero_and_never_resets(make_g1):
@@ -152,3 +182,44 @@ def test_the_error_definitions_on_a_known_offset(make_g1):
     mpkpe, relative, joint = body_errors(env, robot, ref)
     assert torch.allclose(mpkpe, torch.full((3,), 0.1)) and torch.allclose(relative, torch.zeros(3), atol=1e-6)
     assert torch.allclose(joint, torch.zeros(3))
+
+
+def test_a_contract_with_two_joints_swapped_is_refused_naming_them(cli, tmp_path, g1_policy):
+    """A self-consistent but wrong contract: two channels of the action order swapped (their joints,
+    actuators, poses, scales and gains with them; the flat keys rewritten, the graph's hash still the
+    file's). Schema, hashes and the model's actuators all agree with it; the policy's own first
+    observations do not, and the line names the two joints."""
+    policy = tmp_path / "policy.onnx"
+    policy.write_bytes(g1_policy.read_bytes())
+
+    def swap(contract: dict) -> None:
+        channels = contract["action"]["channels"]
+        channels[1], channels[2] = channels[2], channels[1]
+
+    rewrite_contract(policy, swap)
+    result = cli("deploy-check", policy, "--episodes", "1", "--out", tmp_path / "d.json")
+    assert result.code == 2, result.err
+    line = one_line(result.err)
+    assert (f"{policy}: the contract does not rebuild the observations the policy was exported with: they differ at "
+            "left_hip_yaw_joint, left_hip_roll_joint in ref_joint_pos, ref_joint_vel, joint_pos_rel, joint_vel") in line
+    assert not (tmp_path / "d.json").exists()
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda c, tmp: c["clips"][0].update(path=str(tmp / "gone.npz")), "gone.npz: the clip largebox the contract "
+     "names is absent; run `soaklab assets pull`"),
+    (lambda c, tmp: c["clips"][0]["scene"].update(sha256="0" * 64), "the robot model differs from the one the policy "
+     "was trained with (sha256 "),
+])
+def test_assets_absent_or_not_the_trained_ones_are_refused(cli, tmp_path, g1_policy, edit, says):
+    policy = tmp_path / "policy.onnx"
+    policy.write_bytes(g1_policy.read_bytes())
+    rewrite_contract(policy, lambda c: edit(c, tmp_path))
+    result = cli("deploy-check", policy, "--clip", "largebox")
+    assert result.code == 2 and says in one_line(result.err), result.err
+    result = cli("deploy-check", g1_policy, "--clip", "walk")
+    assert result.code == 2 and "--clip walk: the contract names largebox; give one of them" in one_line(result.err)
+
+
+def test_the_example_feeds_the_g1_policy_from_the_file(g1_policy):
+    assert "the first 3 observations match the contract's probe" in feed(g1_policy, 20)

@@ -31,6 +31,30 @@ def train(run_dir: Path, algo: str = "sac", task: str = "cartpole_swingup", *ext
     return run_dir
 
 
+def metadata(onnx_path: Path) -> dict[str, str]:
+    import onnx
+
+    return {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
+
+
+def rewrite_contract(onnx_path: Path, edit, flat: bool = True) -> None:
+    """Edit the contract inside an exported file in place (`edit(contract)`), the flat keys rewritten
+    from it when `flat`; the graph, and so its hash, untouched."""
+    import onnx
+
+    from soaklab.deploy.contract import CONTRACT_KEY, flat_metadata
+
+    model = onnx.load(str(onnx_path))
+    props = {p.key: p for p in model.metadata_props}
+    contract = json.loads(props[CONTRACT_KEY].value)
+    edit(contract)
+    props[CONTRACT_KEY].value = json.dumps(contract)
+    if flat:
+        for key, value in flat_metadata(contract).items():
+            props[key].value = value
+    onnx.save(model, str(onnx_path))
+
+
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory) -> Path:
     """With the defaults' end of training (export and play into the run dir); the tests below write
@@ -48,6 +72,12 @@ def test_export_matches_torch_within_the_bound(cli, tmp_path, algo, cartpole_run
     assert parity["parity"]["observations"] == 1000 and parity["parity"]["passed"]
     assert parity["parity"]["max_abs_diff"] <= 1e-5
     assert [i["name"] for i in parity["inputs"]] == ["obs"] and [o["name"] for o in parity["outputs"]] == ["action"]
+    # The contract rides in the file and beside it, the same JSON.
+    contract = json.loads((tmp_path / "policy.contract.json").read_text())
+    assert parity["contract"] == str(tmp_path / "policy.contract.json")
+    assert metadata(out)["soaklab.contract"] == json.dumps(contract, sort_keys=True)
+    assert contract["observation"]["dim"] == 5 and [c["joint"] for c in contract["action"]["channels"]] == ["slider"]
+    assert contract["run"]["config_hash"] == json.loads((run_dir / "run_config.json").read_text())["config_hash"]
     # The file stands alone: onnxruntime runs it on a batch size the export never saw.
     import onnxruntime
 
@@ -240,3 +270,124 @@ def test_play_without_pyopengl_names_the_other_backends_and_evaluate(tmp_path, c
     assert line.endswith("try --gl glfw or --gl osmesa, or `snakemake evaluate` for the policy's figures "
                          "without a video"), line
     assert not out.exists() and not (tmp_path / "play.json").exists()
+
+
+@pytest.fixture(scope="module")
+def cartpole_policy(cartpole_run) -> Path:
+    """The cart-pole run's policy.onnx, exported at the end of its training (with its contract)."""
+    return cartpole_run / "policy.onnx"
+
+
+def test_deploy_check_of_cartpole_agrees_with_the_task_itself(cli, tmp_path, cartpole_run, cartpole_policy):
+    """From the file alone, the episodes soaklab's own task runs with the same policy and seed:
+    `soaklab evaluate` takes tracking tasks only, so the cart-pole's reference is its env stepped by
+    the same ONNX session, each episode until its first end (terminated or the time limit)."""
+    import numpy as np
+    import onnxruntime
+
+    from soaklab.policy.rollout import playback_config, playback_spec
+    from soaklab.policy.trained import load_trained
+    from soaklab.tasks.registry import make_env
+
+    out = tmp_path / "deploy.json"
+    result = cli("deploy-check", cartpole_policy, "--episodes", "4", "--out", out)
+    assert result.code == 0, result.err
+    figures = json.loads(out.read_text())["clips"]["cartpole_swingup"]
+    assert "reproduces the policy's first 3 observations (max |diff| 0.0e+00)" in result.out
+    trained = load_trained(cartpole_run)
+    session = onnxruntime.InferenceSession(str(cartpole_policy), providers=["CPUExecutionProvider"])
+    env = make_env(playback_config(trained), playback_spec(trained, 4), None, compile_terms=False)
+    obs, _ = env.reset()
+    alive, survived, lengths, steps = np.ones(4, bool), np.zeros(4, bool), np.zeros(4), 0
+    while alive.any():
+        step = env.step(torch.from_numpy(session.run(None, {"obs": obs.numpy()})[0]))
+        obs, steps = step.obs, steps + 1
+        lengths += alive
+        survived |= alive & step.truncated.numpy()
+        alive &= ~(step.terminated | step.truncated).numpy()
+    env.close()
+    assert figures == {"episodes": 4, "success_rate": float(survived.mean()), "steps": steps,
+                       "mean_episode_steps": float(lengths.mean())}
+
+
+def feed(policy: Path, steps: int) -> str:
+    """examples/feed_policy.py on `policy`, as another program runs it: its own process."""
+    from tests.conftest import REPO
+
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "feed_policy.py"), str(policy), "--steps",
+                           str(steps)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_example_feeds_the_cartpole_policy_from_the_file(cartpole_policy):
+    assert "the first 3 observations match the contract's probe" in feed(cartpole_policy, 100)
+
+
+@pytest.mark.parametrize(("edit", "flat", "says"), [
+    (lambda c: c.update(schema_version=2), True, "schema_version 2 is unknown; this soaklab reads 1"),
+    (lambda c: c["observation"]["blocks"][1].update(start=2), True, "slices do not tile the 5 observations: "
+     "block pole_sin starts at 2, not 1: a gap"),
+    (lambda c: c["observation"]["blocks"][1].update(start=0), True, "block pole_sin starts at 0, not 1: an overlap"),
+    (lambda c: c["episode"].update(end="clip_last_frame"), True, "episode end clip_last_frame follows a clip, and "
+     "the contract names none"),
+    (lambda c: c["model_file"].update(graph_sha256="0" * 64), True, "belongs to another model (its graph_sha256 "
+     "000000000000, this file's graph"),
+    (lambda c: c["action"]["channels"][0].update(scale=2.0), False, "metadata action_scale is '1.0', the contract "
+     "says '2.0'"),
+])
+def test_deploy_check_refuses_a_contract_it_cannot_trust_in_one_line(cli, tmp_path, cartpole_policy, edit, flat,
+                                                                     says):
+    """Each rewritten inside the file: a future schema, slices with a gap or an overlap, parts that do
+    not fit together, a contract copied from another model, flat keys not written from the contract.
+    Nothing is written."""
+    import shutil
+
+    policy = tmp_path / "policy.onnx"
+    shutil.copyfile(cartpole_policy, policy)
+    rewrite_contract(policy, edit, flat)
+    result = cli("deploy-check", policy, "--episodes", "1", "--out", tmp_path / "d.json")
+    assert result.code == 2 and says in one_line(result.err), result.err
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_deploy_check_refuses_a_policy_exported_before_contracts_or_another_graph(cli, tmp_path, cartpole_policy):
+    """A file with no contract (as exported before contracts), and one whose weights changed under
+    its contract (the graph's hash no longer the contract's)."""
+    import onnx
+    from onnx import numpy_helper
+
+    bare, changed = tmp_path / "bare.onnx", tmp_path / "changed.onnx"
+    model = onnx.load(str(cartpole_policy))
+    del model.metadata_props[:]
+    onnx.save(model, str(bare))
+    model = onnx.load(str(cartpole_policy))
+    weight = max(model.graph.initializer, key=lambda t: len(t.raw_data) or len(t.float_data))
+    values = numpy_helper.to_array(weight).copy()
+    values.flat[0] += 1.0
+    weight.CopyFrom(numpy_helper.from_array(values, weight.name))
+    onnx.save(model, str(changed))
+    result = cli("deploy-check", bare)
+    assert result.code == 2
+    assert one_line(result.err).endswith(f"{bare}: no policy contract in its metadata (exported before contracts, "
+                                         "or not by soaklab); export it again with `soaklab export RUN_DIR --out ...`")
+    result = cli("deploy-check", changed)
+    assert result.code == 2
+    assert f"{changed}: metadata soaklab.contract: belongs to another model" in one_line(result.err)
+
+
+def test_export_never_writes_a_contract_whose_slices_do_not_tile(tmp_path, cartpole_policy):
+    """The writer export calls checks the schema and the tiling first: nothing is written."""
+    import shutil
+
+    from soaklab.deploy.contract import write_contract
+    from soaklab.errors import RuntimeFailure
+
+    policy, readable = tmp_path / "policy.onnx", tmp_path / "policy.contract.json"
+    shutil.copyfile(cartpole_policy, policy)
+    before = policy.read_bytes()
+    contract = json.loads(cartpole_policy.with_name("policy.contract.json").read_text())
+    contract["observation"]["blocks"][4]["stop"] = 6
+    with pytest.raises(RuntimeFailure, match=r"policy contract: the blocks cover \[0, 6\), the observation has 5"):
+        write_contract(policy, contract, readable)
+    assert policy.read_bytes() == before and not readable.exists()

@@ -81,6 +81,10 @@ class Task:
     # raise soaklab.errors.InvalidInput (anything else raised is a refusal naming the check). None:
     # the task has none.
     resolve: str | None = None
+    # "module:function": (run, assets record, env) -> the task's half of the policy contract `soaklab
+    # export` writes into the ONNX file (docs/export.md); None: the task's policies export without one
+    # and `soaklab deploy-check` refuses them.
+    contract: str | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
@@ -104,11 +108,13 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          # the mean distance of the tracked bodies from the re-anchored reference (m), the mean
          # joint-angle error (rad)
          tracking_metrics=("body_pos_error_m", "joint_pos_error_rad"), tracking=True,
-         defaults=str(TASKS_ROOT / "g1_tracking" / "defaults.yaml"), resolve="soaklab.tasks.g1_tracking.resolve:check"),
+         defaults=str(TASKS_ROOT / "g1_tracking" / "defaults.yaml"), resolve="soaklab.tasks.g1_tracking.resolve:check",
+         contract="soaklab.tasks.g1_tracking.contract:policy_contract"),
     # cos/sin of the pole angle, cart position, cart and pole velocity; one force.
     Task("cartpole_swingup", "soaklab.tasks.cartpole.env:build", actor_obs=5, critic_obs=5, action=1,
          reward_terms=("upright", "centered", "control"), backends=("mujoco",), needs_assets=False,
-         defaults=str(TASKS_ROOT / "cartpole" / "defaults.yaml")),
+         defaults=str(TASKS_ROOT / "cartpole" / "defaults.yaml"),
+         contract="soaklab.tasks.cartpole.contract:policy_contract"),
 )}
 
 
@@ -157,7 +163,7 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
     elif field in ("config", "agent", "builder", "stepper"):
         if not (isinstance(value, str) and REFERENCE.match(value)):
             return "must be a \"module:name\" reference"
-    elif field == "resolve":
+    elif field in ("resolve", "contract"):
         if value is not None and not (isinstance(value, str) and REFERENCE.match(value)):
             return "must be None or a \"module:name\" reference"
     elif field in ("actor_obs", "critic_obs", "action"):

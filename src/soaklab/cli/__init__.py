@@ -16,7 +16,7 @@ from soaklab.cli.args import Parser
 from soaklab.cli.bench import add_bench_commands, cmd_bench_backend
 from soaklab.cli.evidence import add_evidence_commands, cmd_metrics, cmd_validate
 from soaklab.cli.outcomes import add_outcome_commands
-from soaklab.cli.policy import add_policy_commands, cmd_evaluate, cmd_export, cmd_play
+from soaklab.cli.policy import add_policy_commands, cmd_deploy_check, cmd_evaluate, cmd_export, cmd_play
 from soaklab.cli.records import add_record_commands, cmd_record_compare, cmd_record_verdict
 from soaklab.cli.run import add_run_commands, cmd_soak
 from soaklab.cli.setup import add_setup_commands, cmd_config_resolve, cmd_mps_ensure
@@ -51,6 +51,7 @@ READS_WRITES: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {  # as typed
     cmd_export: (("--checkpoint",), ("--out",)),
     cmd_play: (("--checkpoint",), ("--out",)),
     cmd_evaluate: (("RUN_DIR", "--checkpoint"), ("--out", "--html")),  # never into the run's evidence
+    cmd_deploy_check: (("POLICY_ONNX",), ("--out",)),
     cmd_record_compare: (("--records",), ("--out", "--html")),
     cmd_record_verdict: (("COMPARISON",), ("--out",)),
     cmd_bench_backend: (("--assets-manifest",), ("--output",)),
@@ -59,7 +60,7 @@ READS_WRITES: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {  # as typed
 
 # Commands that add their outputs to a run dir: every file they write, none over the run's own.
 ADDS_TO_RUN_DIR: dict[Any, Any] = {
-    cmd_export: lambda out: [out, out.with_name(out.stem + ".parity.json")],
+    cmd_export: lambda out: [out, out.with_name(out.stem + ".parity.json"), out.with_name(out.stem + ".contract.json")],
     cmd_play: lambda out: [out, out.with_suffix(".png"), out.with_suffix(".json")],
 }
 

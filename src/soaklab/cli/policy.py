@@ -63,6 +63,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deploy_check(args: argparse.Namespace) -> int:
+    from soaklab.deploy.check import deploy_check
+    from soaklab.files.jsonfiles import write_json_atomic
+    from soaklab.files.outpaths import check_out_file
+
+    if args.out is not None:
+        check_out_file(args.out, ".json")
+    record = deploy_check(args.onnx, args.clip, args.episodes, args.seed)
+    if args.out is not None:
+        write_json_atomic(args.out, record)
+    probe = record["probe"]
+    for clip, f in record["clips"].items():
+        tracked = (f", tracked {f['tracked_fraction']:.1%} of the clip, MPKPE {f['mpkpe_m']:.3f} m (root-relative "
+                   f"{f['root_relative_mpkpe_m']:.3f} m), joint error {f['joint_error_rad']:.3f} rad"
+                   if "mpkpe_m" in f else f", mean episode {f['mean_episode_steps']:.1f} steps")
+        print(f"deploy-check: {clip} from {args.onnx} alone on MuJoCo: contract reproduces the policy's first "
+              f"{probe['steps']} observations (max |diff| {probe['max_abs_diff']:.1e}); {f['episodes']} episodes "
+              f"(seed {record['seed']}), success {f['success_rate']:.1%}{tracked}"
+              + (f" -> {args.out}" if args.out is not None else ""))
+    return 0
+
+
 def add_policy_commands(sub: Any) -> None:
     """Export, play and evaluate: a trained policy put to use."""
     export = sub.add_parser("export", help="the run's policy as ONNX, with an onnxruntime parity check")
@@ -94,3 +116,12 @@ def add_policy_commands(sub: Any) -> None:
     evaluate_cmd.add_argument("--out", type=Path, required=True, help="the evaluation JSON (not inside RUN_DIR)")
     evaluate_cmd.add_argument("--html", type=Path, help="the evaluation as an HTML table (for the Snakemake report)")
     evaluate_cmd.set_defaults(func=cmd_evaluate)
+
+    check = sub.add_parser("deploy-check", help="run an exported policy from its ONNX file alone on plain MuJoCo, "
+                           "through its contract (docs/export.md)")
+    check.add_argument("onnx", type=Path, metavar="POLICY_ONNX", help="a policy.onnx `soaklab export` wrote")
+    check.add_argument("--clip", help="only this one of the contract's clips (default: every clip)")
+    check.add_argument("--episodes", type=int, default=64, help="episodes, one MjData each (default 64)")
+    check.add_argument("--seed", type=int, help="the reset noise's seed (default: the run's env.seed, as evaluate)")
+    check.add_argument("--out", type=Path, help="the deploy-check record (JSON)")
+    check.set_defaults(func=cmd_deploy_check)

@@ -45,8 +45,8 @@ def refuse_overlaps(inputs: dict[str, Path | None], outputs: dict[str, Path | No
 
 def _derived(path: Path) -> bool:
     """A file `soaklab export` or `soaklab play` writes into a run dir (which may write it again):
-    the .onnx and its parity JSON, the .mp4 and the sheet and record beside it."""
-    if path.suffix in (".onnx", ".mp4") or path.name.endswith(".parity.json"):
+    the .onnx and its parity and contract JSON, the .mp4 and the sheet and record beside it."""
+    if path.suffix in (".onnx", ".mp4") or path.name.endswith((".parity.json", ".contract.json")):
         return True
     return path.suffix in (".png", ".json") and path.with_suffix(".mp4").is_file()
 

@@ -42,8 +42,11 @@ class DeterministicPolicy(nn.Module):
 
 def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIONS) -> dict[str, Any]:
     """Write `out` (ONNX) and `out`.parity.json; return the parity record."""
+    import onnx
     import onnxruntime
 
+    from soaklab.deploy.contract import graph_sha256, sidecar, write_contract
+    from soaklab.policy.deploy_contract import build_contract, has_contract, probe, task_part
     from soaklab.policy.rollout import playback_env, roll_out
 
     check_out_file(out, ".onnx")
@@ -51,6 +54,7 @@ def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIO
     steps = math.ceil(observations / PARITY_ENVS)
     with playback_env(trained, PARITY_ENVS) as env:
         recorded = roll_out(trained, env, steps)[:observations].float()
+        task = task_part(trained, env) if has_contract(trained) else None
     batch = torch.export.Dim("batch", min=1)
     tmp = out.with_name(out.name + ".tmp")
     # The exporter logs every op library it skips (torchvision's, absent here) and deprecations of its
@@ -60,12 +64,20 @@ def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIO
         warnings.simplefilter("ignore", FutureWarning)
         torch.onnx.export(policy, (recorded[:2],), tmp, input_names=[INPUT], output_names=[OUTPUT],
                           dynamic_shapes={"obs": {0: batch}}, external_data=False, verbose=False)
-    tmp.replace(out)
-    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
     with torch.no_grad():
         expected = policy(recorded).numpy()
     actual = session.run([OUTPUT], {INPUT: recorded.numpy()})[0]
     diff = float(abs(actual - expected).max())
+    contract = None
+    if task is not None:  # a plug-in's task without a contract exports as before, and deploy-check refuses it
+        def act(obs: Any) -> Any:
+            return session.run([OUTPUT], {INPUT: obs})[0]
+
+        contract = build_contract(trained, task, graph_sha256(onnx.load(str(tmp))), int(recorded.shape[1]),
+                                  int(expected.shape[1]), probe(trained, act))
+        write_contract(tmp, contract, sidecar(out))
+    tmp.replace(out)
     record = {
         "schema_version": 1,
         "onnx": str(out),
@@ -79,6 +91,7 @@ def export(trained: TrainedRun, out: Path, observations: int = PARITY_OBSERVATIO
                    f"x {steps} steps on the MuJoCo backend", "max_abs_diff": diff, "bound": PARITY_BOUND,
                    "passed": diff <= PARITY_BOUND},
         "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
+        "contract": str(sidecar(out)) if contract is not None else None,
     }
     write_json_atomic(out.with_name(out.stem + ".parity.json"), record)
     return record

@@ -27,6 +27,11 @@ PHYSICS_DT = 0.01
 
 
 def build_model() -> mujoco.MjModel:
+    return build_spec().compile()
+
+
+def build_spec() -> mujoco.MjSpec:
+    """The cart-pole as MjSpec (its XML goes into the policy contract: tasks/cartpole/contract.py)."""
     spec = mujoco.MjSpec()
     spec.modelname = "cartpole"
     spec.option.timestep = PHYSICS_DT
@@ -42,7 +47,7 @@ def build_model() -> mujoco.MjModel:
     act.gear = [10, 0, 0, 0, 0, 0]
     act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
     act.ctrlrange = [-1, 1]
-    return spec.compile()
+    return spec
 
 
 @dataclass(frozen=True)
