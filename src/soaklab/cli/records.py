@@ -159,6 +159,36 @@ def cmd_record_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_record_history(args: argparse.Namespace) -> int:
+    from soaklab.records import history, history_page, store
+    from soaklab.records.plan import record_folders
+
+    if bool(args.names) == args.all:
+        raise InvalidInput("record history: name the records, or pass --all (not both)")
+    names = args.names or [folder.name for folder in record_folders(args.records)]
+    records = [store.load(args.records, name) for name in names]  # a bad spec or name: exit 2 before anything
+    comparisons = history.read_comparisons(args.comparison or [])
+    if comparisons and len(records) != 1:
+        raise InvalidInput("--comparison: adds to one record's history; name that record alone")
+    if comparisons:
+        history.check_record_of(comparisons, records[0].name)
+    from soaklab.records.bisect import toplevel
+
+    repo = toplevel(args.records.resolve())
+    failed = False
+    for record in records:
+        doc = history.history(repo, record, comparisons)
+        out_json, out_html = history_page.write(doc, args.out_dir)
+        verdict = doc["regression"]
+        print(f"record {record.name}: {len(doc['points'])} point(s) on {len(verdict['machines'])} machine kind(s); "
+              f"regression verdict {verdict['verdict']}; {out_html}")
+        for kind, judged in verdict["machines"].items():
+            for key, row in judged["figures"].items():
+                print(f"  {kind}: {key}: {row['verdict']}: {row['detail']}")
+        failed = failed or verdict["verdict"] == "fail"
+    return 1 if failed and args.fail_on_regression else 0
+
+
 def add_record_commands(sub: Any) -> None:
     """Record and support-matrix: benchmark records and the support levels."""
     record = sub.add_parser("record", help="benchmark records: check, compare, update (docs/records.md)"
@@ -218,6 +248,18 @@ def add_record_commands(sub: Any) -> None:
     bisect.add_argument("--cores", type=int, default=1, help="Snakemake's --cores for each commit")
     bisect.add_argument("--out", type=Path, help="the result as JSON")
     bisect.set_defaults(func=cmd_record_bisect, passthrough=[])
+
+    hist = record.add_parser("history", help="a record's sets, kept reproductions and CI results over commits, "
+                             "with a regression verdict: JSON and an HTML page per record")
+    hist.add_argument("names", nargs="*", metavar="NAME", help="the records")
+    hist.add_argument("--all", action="store_true", help="every record")
+    hist.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    hist.add_argument("--out-dir", type=Path, default=Path("docs/records/history"),
+                      help="where NAME.json and NAME.html go (default: the committed pages the README links)")
+    hist.add_argument("--comparison", type=Path, action="append", metavar="JSON",
+                      help="a reproduction's comparison to add as a point (CI's); repeatable")
+    hist.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a verdict is fail")
+    hist.set_defaults(func=cmd_record_history)
 
     matrix = sub.add_parser("support-matrix", help="write docs/support-matrix.md and .json from the validation "
                             "inventory (docs/support-levels.md)")
