@@ -174,7 +174,10 @@ def cmd_record_history(args: argparse.Namespace) -> int:
         history.check_record_of(comparisons, records[0].name)
     from soaklab.records.bisect import toplevel
 
-    repo = toplevel(args.records.resolve())
+    try:
+        repo: Path | None = toplevel(args.records.resolve())
+    except InvalidInput:  # a copy without git (an unpacked archive): the working tree's points only
+        repo = None
     failed = False
     for record in records:
         doc = history.history(repo, record, comparisons)

@@ -163,10 +163,8 @@ def _points_of(files: dict[str, str], read: Any, stored: str, seen: set[str]) ->
     return points
 
 
-def gather(repo: Path, record: Record, comparisons: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
-    """Every point of the record, in time order: git's history of its folder, then the working tree's
-    files not yet committed, then the comparisons given (CI's)."""
-    seen: set[str] = set()
+def _stored_points(repo: Path, name: str, seen: set[str]) -> list[dict[str, Any]]:
+    """The points git's history of records/<name>/ holds, oldest first."""
     points: list[dict[str, Any]] = []
     blobs = Blobs(repo)
     try:
@@ -175,10 +173,21 @@ def gather(repo: Path, record: Record, comparisons: list[tuple[dict[str, Any], s
                 return _git(repo, "cat-file", "blob", blob).stdout
             return blobs.json(blob)
 
-        for commit, files in _versions(repo, record.name):
+        for commit, files in _versions(repo, name):
             points += _points_of(files, read_blob, f"git {commit[:10]}", seen)
     finally:
         blobs.close()
+    return points
+
+
+def gather(repo: Path | None, record: Record, comparisons: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """Every point of the record, in time order: git's history of its folder, then the working tree's
+    files not yet committed, then the comparisons given (CI's). Without a repository (None): the
+    working tree's points only."""
+    seen: set[str] = set()
+    points: list[dict[str, Any]] = []
+    if repo is not None:
+        points += _stored_points(repo, record.name, seen)
     tree: dict[str, bytes] = {str(p.relative_to(record.folder)): p.read_bytes()
                               for p in sorted(record.folder.rglob("*.json")) if p.is_file()}
     spec = (record.folder / SPEC).read_bytes()
@@ -200,9 +209,12 @@ def gather(repo: Path, record: Record, comparisons: list[tuple[dict[str, Any], s
     return sorted(points, key=lambda p: str(p.get("date") or ""))
 
 
-def git_log(repo: Path, older: str | None, newer: str | None) -> dict[str, Any]:
+def git_log(repo: Path | None, older: str | None, newer: str | None) -> dict[str, Any]:
     """`git log --oneline` from one point's commit to the next's (the first LOG_LINES), or why not."""
     entry: dict[str, Any] = {"from": older, "to": newer, "lines": [], "more": 0, "note": None}
+    if repo is None:
+        entry["note"] = "no git repository here"
+        return entry
     if not older or not newer or older == newer:
         entry["note"] = "the same commit" if older == newer and older else "a commit is not named"
         return entry
@@ -234,7 +246,7 @@ def verdicts(record: Record, points: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def history(repo: Path, record: Record, comparisons: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+def history(repo: Path | None, record: Record, comparisons: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
     """The record's history document: its points, the git log between them, and the verdicts."""
     points = gather(repo, record, comparisons)
     commits = list(dict.fromkeys(p.get("commit") for p in points if p.get("commit")))
