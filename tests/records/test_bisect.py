@@ -26,7 +26,6 @@ def repo(tmp_path):
     (root / "records").mkdir(parents=True)
     shutil.copytree(REPO / "records" / "ci-dag", root / "records" / "ci-dag", ignore=shutil.ignore_patterns("machines"))
     (root / "Snakefile").write_text("raise SystemExit('this commit does not run')\n")
-    (root / ".gitignore").write_text("/.soaklab/\n")
     _git(root, "init", "-q", "-b", "main")
     for n in range(3):
         (root / "NOTES").write_text(f"{n}\n")
@@ -74,4 +73,5 @@ def test_a_good_commit_that_cannot_be_judged_is_refused_and_nothing_else_runs(cl
     assert [p.name for p in logs] == [f"{good[:12]}.log"] and "this commit does not run" in logs[0].read_text()
     assert _git(repo, "worktree", "list").count("\n") == 0  # the repository's own tree only
     assert not any((logs[0].parent.parent / "worktrees").iterdir())
+    # .soaklab/ ignores itself: the repository's status shows the user's edit and nothing of the bisect's
     assert (repo / "NOTES").read_text() == "uncommitted\n" and _git(repo, "status", "--short") == "M NOTES"

@@ -264,6 +264,10 @@ class Bisector:
         commits = first_parent_line(self.repo, self.good, self.bad)
         state = bisection.load(self.state_file, self.request.record, self.good, self.bad, commits)
         resumed = bool(state["steps"])
+        own = self.repo / STATE_DIR.parts[0]
+        own.mkdir(exist_ok=True)
+        if not (own / ".gitignore").is_file():  # ignored by any checkout's git status, whatever its .gitignore says
+            (own / ".gitignore").write_text("*\n")
         self.prune()
         reference = extract_record(self.repo, self.bad, self.request.record, self.folder / "reference")
         name = self.request.record
