@@ -93,6 +93,7 @@ localrules:
     sweep_summary,
     compare_record,
     reproduce_verdict,
+    bisect,
 
 
 # The verdict of every run, its figures and where to look, whatever the outcome.

@@ -37,13 +37,15 @@ class CliResult:
 
 
 # The longest modules, longest first: each module's summed test time under `make test` on two cores,
-# cold caches, 2026-12-06 (dag 407 s, monitor 279 s, slurm 181 s, then 116-35 s). xdist hands out
+# cold caches, 2026-12-06 (dag 407 s, monitor 279 s, slurm 181 s, then 116-35 s; records moved up on
+# 2026-12-07 for its bisect test, four record runs: 135 s on a loaded machine). xdist hands out
 # whole modules (--dist loadscope) in this order only with --no-loadscope-reorder (Makefile): by
 # default it reorders them by test count, which left test_slurm.py (one test, three minutes, mostly
 # waiting on Slurm) until last, running on one worker while the other core sat idle (pytest 922 s).
-LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "tests/workflow/test_slurm.py",
+LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "tests/workflow/test_records.py",
+                 "tests/workflow/test_slurm.py",
                  "tests/rl/test_resume.py", "tests/workflow/test_sweeps.py", "tests/support/test_matrix.py",
-                 "tests/rl/test_runtime.py", "tests/workflow/test_records.py", "tests/rl/test_wandb.py",
+                 "tests/rl/test_runtime.py", "tests/rl/test_wandb.py",
                  "tests/policy/test_export.py", "tests/bench/test_backend_probe.py", "tests/rl/test_reproducible.py",
                  "tests/rl/test_ranks.py", "tests/tasks/g1_tracking/test_compile.py",
                  "tests/host/test_compile_cache.py", "tests/assets/test_pull.py",

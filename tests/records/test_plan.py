@@ -89,6 +89,8 @@ def _edit(path: str, value):
      "compare.figures[0].tolerance: nan: must be finite"),
     ("thresholds", [{"name": "mean_reward", "at_env_steps": 8, "min": float("nan")}],
      "thresholds[0].min: nan: must be finite"),
+    ("compare/figures", [{"name": "mean_reward", "rule": "bootstrap", "tolerance": 0.1, "at_env_steps": 8,
+                          "noisy": True}], "compare.figures[0].noisy: only a ratio figure is judged over the history"),
     ("numerics/cpu_capability", "avx1024", "numerics.cpu_capability: 'avx1024' is not an x86-64 capability"),
     ("numerics/cpu_capability", "AVX2", "numerics.cpu_capability: 'AVX2'"),
     ("numerics/threads", 0, "numerics.threads: 0: expected an integer in [1, 256]"),

@@ -43,6 +43,7 @@ def repo(tmp_path) -> Path:
     (root / "docs").mkdir()
     for rel in (MARKDOWN, JSON_OUT, README):
         shutil.copyfile(REPO / rel, root / rel)
+    (root / "docs" / "records").symlink_to(REPO / "docs" / "records")  # the history pages the README links
     return root
 
 

@@ -134,3 +134,72 @@ def test_record_update_passes_its_arguments_to_snakemake_and_a_failed_run_leaves
     assert "record ci-dag: the workflow failed" in proc.stderr and "the record is unchanged" in proc.stderr
     assert _digest(folder) == before
     assert not (work / "results").exists()
+
+
+# A cart-pole record small enough to reproduce three times in one test: the same code path as ci-dag's
+# (a bitwise cpu record under a numerics profile, made by `record update`, reproduced by the DAG).
+TINY_RECORD = {
+    "description": "A cart-pole record for the bisect test.", "machine": "cpu", "seeds": [1],
+    "numerics": {"cpu_capability": "default", "threads": 1, "task_terms": "eager"},
+    "run": {"algo": "sac", "task": "cartpole_swingup", "sim": "mujoco",
+            "overrides": {"algo.num_envs": 4, "algo.max_iterations": 12, "algo.batch_size": 32,
+                          "algo.learning_starts": 4, "algo.replay_buffer_size": 1000, "algo.save_interval": 12},
+            "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
+                     "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}},
+    "compare": {"exact": True, "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.01, 100.0]}]},
+}
+
+
+def test_record_bisect_finds_the_commit_that_changed_the_discount_and_resumes_from_its_state(project, tmp_path):
+    """A git history of the project: the record made at the first commit (`record update`), algo.gamma
+    changed in the config its run uses at the second, a note at the third. `record bisect` reproduces
+    the good and the bad commit, then the middle one, each in a worktree of its own, and names the
+    middle one with its first differing series and step. Run again, it resumes from its state file
+    and reproduces nothing. The user's tree (with an uncommitted edit) is left as it was."""
+    import subprocess
+
+    root, _, overlay = project
+    (root / ".gitignore").write_text("\n".join(["/.soaklab/", "/results/", "/logs/", "/benchmarks/", ".snakemake/",
+                                                "__pycache__/"]) + "\n")
+    (root / "records" / "tiny").mkdir(parents=True)
+    (root / "records" / "tiny" / "record.yaml").write_text(yaml.safe_dump(TINY_RECORD))
+    env = dict(os.environ, SOAKLAB_TORCH_COMPILE="0")
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    made = subprocess.run([sys.executable, "-m", "soaklab", "record", "update", "tiny", "--records", "records",
+                           "--", "--configfile", str(overlay)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert made.returncode == 0, made.stdout + made.stderr
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "the tiny record")
+    owner = root / "src/soaklab/config/defaults/sac/task/cartpole_swingup/base.yaml"
+    owner.write_text(owner.read_text().replace("algo:\n", "algo:\n  gamma: 0.98\n", 1))
+    git("commit", "-q", "-am", "cart-pole: discount 0.98")
+    (root / "NOTES").write_text("a note\n")
+    git("add", "NOTES")
+    git("commit", "-q", "-m", "a note")
+    good, middle, bad = git("rev-list", "--reverse", "HEAD").split()
+    (root / "NOTES").write_text("an uncommitted edit\n")
+    out = tmp_path / "bisect.json"
+    command = [sys.executable, "-m", "soaklab", "record", "bisect", "tiny", "--good", "HEAD~2", "--bad", "HEAD",
+               "--python", sys.executable, "--out", str(out), "--", "--configfile", str(overlay)]
+    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["first_bad"] == middle and result["skipped"] == []
+    assert {s["commit"]: s["verdict"] for s in result["steps"]} == {good: "good", bad: "bad", middle: "bad"}
+    assert result["first_difference"]["series"].startswith(("Loss/", "Train/"))
+    assert f"first commit that does not reproduce it: {middle[:7]} 'cart-pole: discount 0.98'" in proc.stdout
+    assert f"first difference: {result['first_difference']['series']} at step" in proc.stdout
+    assert "1 commit(s) left to try" in proc.stdout and "about 1 step(s) left" in proc.stdout
+    assert git("worktree", "list").count("\n") == 0 and git("status", "--short") == "M NOTES"
+    assert (root / "NOTES").read_text() == "an uncommitted edit\n"
+
+    again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming from" in again.stdout and "reproducing" not in again.stdout
+    assert json.loads(out.read_text())["first_bad"] == middle

@@ -329,7 +329,10 @@ def targeted_records():
 
 def summary_command():
     """`soaklab summary` of the runs this invocation built: the asked-for sweeps' and records' runs,
-    and `soak_runs` unless only sweeps or records were asked for."""
+    and `soak_runs` unless only sweeps or records were asked for; nothing for a bisection (its own
+    output names what it found)."""
+    if _target_rules() == {"bisect"}:
+        return "true"
     asked, records = targeted_sweeps(), targeted_records()
     runs = [run for name in asked for run in SWEEPS[name].run_names]
     runs += [run for name in records for run in RECORDS[name].run_names]
@@ -367,3 +370,27 @@ def record_inputs(wildcards):
         files += [f"results/{run}/{name}" for name in ("validation.json", "soak.json", "run_config.json")]
         files.append(f"results/{run}/train")
     return files
+
+
+def _local_cores():
+    try:
+        return workflow.cores
+    except WorkflowError:  # a cluster executor: each commit's reproduction runs on one core here
+        return 1
+
+
+def bisect_args():
+    """`record bisect`'s arguments from --config record=NAME good=REV bad=REV (the command refuses a
+    missing or unknown one in one line)."""
+    args = [
+        str(config.get("record", "")),
+        "--good",
+        str(config.get("good", "")),
+        "--bad",
+        str(config.get("bad", "")),
+        "--cores",
+        str(_local_cores()),
+        "--out",
+        f"results/bisect/{config.get('record', '')}.json",
+    ]
+    return " ".join(shlex.quote(a) for a in args)

@@ -40,3 +40,17 @@ rule reproduce_verdict:
         soaklab=SOAKLAB,
     shell:
         "{params.soaklab} record verdict {input.comparison} --out {output.verdict} 2>&1 | tee {log}"
+
+
+# Optional: the first commit at which a record's reproduction changes, each commit reproduced in a
+# worktree of its own with its own environment (docs/records.md, "Bisect"):
+#   snakemake bisect --cores 1 --config record=ci-dag good=REV bad=REV
+# No output: a bisection keeps its own state (.soaklab/bisect/) and resumes from it when asked again.
+rule bisect:
+    log:
+        "logs/bisect.log",
+    params:
+        soaklab=SOAKLAB,
+        args=lambda wildcards: bisect_args(),
+    shell:
+        "{params.soaklab} record bisect {params.args} 2>&1 | tee {log}"

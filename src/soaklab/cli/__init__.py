@@ -85,7 +85,8 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     args = parser.parse_args(own)
     if not hasattr(args, "passthrough"):
         if "--" in argv:
-            parser.error("arguments after --: only `soaklab record update` passes arguments on (to Snakemake)")
+            parser.error("arguments after --: only `soaklab record update` and `record bisect` pass arguments on "
+                         "(to Snakemake)")
         return args
     args.passthrough = passthrough
     return args

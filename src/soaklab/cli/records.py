@@ -135,6 +135,63 @@ def cmd_record_update(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_record_bisect(args: argparse.Namespace) -> int:
+    from soaklab.records.bisect import Request, bisect, write_result
+
+    request = Request(args.name, args.good, args.bad, args.python, args.cores, tuple(args.passthrough))
+    result = bisect(request, Path.cwd())
+    print(f"record {result['record']}: first commit that does not reproduce it: {result['first_bad'][:7]} "
+          f"{result['subject']!r}")
+    if result["skipped_before_it"]:
+        print(f"  or one of the skipped commits before it: {', '.join(c[:7] for c in result['skipped_before_it'])}")
+    first = result.get("first_difference")
+    if first and first.get("series"):
+        print(f"  first difference: {first['series']} at step {first['step']} ({first.get('run')}): "
+              f"{first.get('record')!r} on record, {first.get('now')!r} there")
+    for line in result.get("failed") or []:
+        print(f"  fail: {line}")
+    if result["skipped"]:
+        print(f"  skipped (did not build or run): {', '.join(c[:7] for c in result['skipped'])}")
+    steps = result["steps"]
+    print(f"  {len(steps)} commit(s) reproduced in {sum(s['seconds'] for s in steps):.0f} s; {result['state']}")
+    if args.out:
+        write_result(result, args.out)
+    return 0
+
+
+def cmd_record_history(args: argparse.Namespace) -> int:
+    from soaklab.records import history, history_page, store
+    from soaklab.records.plan import record_folders
+
+    if bool(args.names) == args.all:
+        raise InvalidInput("record history: name the records, or pass --all (not both)")
+    names = args.names or [folder.name for folder in record_folders(args.records)]
+    records = [store.load(args.records, name) for name in names]  # a bad spec or name: exit 2 before anything
+    comparisons = history.read_comparisons(args.comparison or [])
+    if comparisons and len(records) != 1:
+        raise InvalidInput("--comparison: adds to one record's history; name that record alone")
+    if comparisons:
+        history.check_record_of(comparisons, records[0].name)
+    from soaklab.records.bisect import toplevel
+
+    try:
+        repo: Path | None = toplevel(args.records.resolve())
+    except InvalidInput:  # a copy without git (an unpacked archive): the working tree's points only
+        repo = None
+    failed = False
+    for record in records:
+        doc = history.history(repo, record, comparisons)
+        out_json, out_html = history_page.write(doc, args.out_dir)
+        verdict = doc["regression"]
+        print(f"record {record.name}: {len(doc['points'])} point(s) on {len(verdict['machines'])} machine kind(s); "
+              f"regression verdict {verdict['verdict']}; {out_html}")
+        for kind, judged in verdict["machines"].items():
+            for key, row in judged["figures"].items():
+                print(f"  {kind}: {key}: {row['verdict']}: {row['detail']}")
+        failed = failed or verdict["verdict"] == "fail"
+    return 1 if failed and args.fail_on_regression else 0
+
+
 def add_record_commands(sub: Any) -> None:
     """Record and support-matrix: benchmark records and the support levels."""
     record = sub.add_parser("record", help="benchmark records: check, compare, update (docs/records.md)"
@@ -179,6 +236,33 @@ def add_record_commands(sub: Any) -> None:
     update.add_argument("--cores", type=int, default=1, help="Snakemake's --cores")
     update.add_argument("--directory", type=Path, help="Snakemake's working directory (results/ under it)")
     update.set_defaults(func=cmd_record_update, passthrough=[])
+
+    bisect = record.add_parser(
+        "bisect", help="the first commit at which a record's reproduction changes (each commit in a worktree)",
+        usage="soaklab record bisect NAME --good REV --bad REV [options] [-- SNAKEMAKE_ARGS ...]",
+        epilog="Arguments after -- go to each commit's Snakemake as they are (--configfile local.yaml).")
+    bisect.add_argument("name", metavar="NAME", help="the record")
+    bisect.add_argument("--good", required=True, metavar="REV", help="a commit that reproduces the record")
+    bisect.add_argument("--bad", required=True, metavar="REV",
+                        help="a later commit on the same first-parent line that does not (the record as at it)")
+    bisect.add_argument("--python", type=Path, metavar="PATH",
+                        help="one interpreter for every commit (default: each commit's `make setup` environment, "
+                             "one per set-up hash, reused)")
+    bisect.add_argument("--cores", type=int, default=1, help="Snakemake's --cores for each commit")
+    bisect.add_argument("--out", type=Path, help="the result as JSON")
+    bisect.set_defaults(func=cmd_record_bisect, passthrough=[])
+
+    hist = record.add_parser("history", help="a record's sets, kept reproductions and CI results over commits, "
+                             "with a regression verdict: JSON and an HTML page per record")
+    hist.add_argument("names", nargs="*", metavar="NAME", help="the records")
+    hist.add_argument("--all", action="store_true", help="every record")
+    hist.add_argument("--records", type=Path, default=Path("records"), help=records_help)
+    hist.add_argument("--out-dir", type=Path, default=Path("docs/records/history"),
+                      help="where NAME.json and NAME.html go (default: the committed pages the README links)")
+    hist.add_argument("--comparison", type=Path, action="append", metavar="JSON",
+                      help="a reproduction's comparison to add as a point (CI's); repeatable")
+    hist.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a verdict is fail")
+    hist.set_defaults(func=cmd_record_history)
 
     matrix = sub.add_parser("support-matrix", help="write docs/support-matrix.md and .json from the validation "
                             "inventory (docs/support-levels.md)")

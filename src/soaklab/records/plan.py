@@ -97,6 +97,7 @@ class Figure:
     tolerance: float | None = None  # bootstrap
     relative: bool = False  # bootstrap: tolerance as a fraction of the record's mean
     at_env_steps: int | None = None  # learning figures
+    noisy: bool = False  # ratio: the history's regression verdict warns on it, never fails
 
     @property
     def key(self) -> str:
@@ -259,7 +260,10 @@ def _figure(where: str, entry: dict[str, Any], task: str, max_env_steps: int | N
             raise RecordError(f"{where}.band: rule bootstrap takes a tolerance, not a band")
         if tolerance is None:
             raise RecordError(f"{where}.tolerance: required by rule bootstrap")
-    return Figure(name, rule, tuple(band) if band else None, tolerance, bool(entry.get("relative", False)), steps)
+    if entry.get("noisy") and rule != "ratio":
+        raise RecordError(f"{where}.noisy: only a ratio figure is judged over the history; drop it")
+    return Figure(name, rule, tuple(band) if band else None, tolerance, bool(entry.get("relative", False)), steps,
+                  bool(entry.get("noisy", False)))
 
 
 def _max_env_steps(run: dict[str, Any]) -> int | None:

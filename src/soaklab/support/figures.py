@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 from soaklab.files.jsonfiles import read_json
+from soaklab.records.history import HISTORY_DIR
 from soaklab.records.plan import PROVENANCE, Record
 from soaklab.support.inventory import refused_file, snapshots, usable_records
 
@@ -43,6 +44,9 @@ def table(root: Path) -> str:
         config = f"{record.algo}, {record.task}, {record.sim}, {record.machine}, {record.ranks} rank(s)"
         seeds = ", ".join(str(r.seed) for r in record.runs)
         link = f"[{record.name}](records/{record.name}/)"
+        page = HISTORY_DIR / f"{record.name}.html"  # `soaklab record history`, committed
+        if (root / page).is_file():
+            link += f" ([history]({page.as_posix()}))"
         for artifacts in record.artifact_sets():
             if refused_file(artifacts) is not None:
                 lines.append(f"| {link} | {config} | {seeds} | — | {artifacts.name}: a file refused "
