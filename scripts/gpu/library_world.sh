@@ -11,9 +11,13 @@
 #         world set at SIZES (default 1024 4096) envs: library_world.json. About 4 minutes on an
 #         H100 with a warm kernel cache (COMPILE=0: the task's terms eager, faster to build).
 #   runs  the library recipe (largebox + crawl_slope) trained ITERATIONS (default 1500) iterations
-#         at each of SIZES, with training.collector_stream_priority default and high under MPS
-#         (the learner at half the GPU, as the GPU records), then gpu_phases.py on each from
-#         STEADY_FROM (default 500): phases-<envs>-<priority>.json. About 1 minute a run.
+#         at each of SIZES under MPS (the learner at half the GPU, as the GPU records), once per
+#         lever setting in LEVERS (space-separated NAME:OVERRIDE[,OVERRIDE]; default the collector's
+#         stream priority off and on: "default:training.collector_stream_priority=default
+#         high:training.collector_stream_priority=high"; e.g. add
+#         "learner100:training.mps_learner_thread_percentage=100"), then gpu_phases.py on each from
+#         STEADY_FROM (default 500): phases-<envs>-<name>.json. About 1.5 minutes a run, start-up
+#         included: with env, over 9 minutes; on a short lease run `env` and `runs` in two calls.
 # Everything lands in one archive, $OUT/library_world.tgz (and bootstrap.sh's kernel cache parts).
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
@@ -44,20 +48,23 @@ if [[ " $stages " == *" runs "* ]]; then
     >"$work/pack/assets.log" 2>&1
   python3 -m soaklab mps start >"$work/pack/mps.log" 2>&1 || { cat "$work/pack/mps.log"; exit 2; }
   its=${ITERATIONS:-1500}
+  levers=${LEVERS:-default:training.collector_stream_priority=default high:training.collector_stream_priority=high}
   for n in $sizes; do
-    for priority in default high; do
-      run=$work/run-$n-$priority
-      stage "train the library at $n envs, collector stream priority $priority"
+    for lever in $levers; do
+      name=${lever%%:*}
+      IFS=, read -r -a set <<<"${lever#*:}"
+      run=$work/run-$n-$name
+      stage "train the library at $n envs, lever $name (${set[*]})"
       rm -rf "$run"
       python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training \
         --assets-manifest "$manifest" training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 \
         "env.motion=[largebox,crawl_slope]" "algo.num_envs=$n" "algo.max_iterations=$its" "algo.save_interval=$its" \
-        "training.collector_stream_priority=$priority" "training.log_dir=$run" >"$work/pack/train-$n-$priority.log" 2>&1
-      echo "train $n $priority: exit $?"
-      python3 scripts/gpu/gpu_phases.py "$run" --out "$work/pack/phases-$n-$priority.json" \
-        --steady-from "${STEADY_FROM:-500}" --source "library_world.sh runs: $n envs, priority $priority" \
-        >>"$work/pack/phases.log" 2>&1; echo "phases $n $priority: exit $?"
-      cp "$run/run_summary.json" "$work/pack/run_summary-$n-$priority.json" 2>/dev/null
+        "${set[@]}" "training.log_dir=$run" >"$work/pack/train-$n-$name.log" 2>&1
+      echo "train $n $name: exit $?"
+      python3 scripts/gpu/gpu_phases.py "$run" --out "$work/pack/phases-$n-$name.json" \
+        --steady-from "${STEADY_FROM:-500}" --source "library_world.sh runs: $n envs, ${set[*]}" \
+        >>"$work/pack/phases.log" 2>&1; echo "phases $n $name: exit $?"
+      cp "$run/run_summary.json" "$work/pack/run_summary-$n-$name.json" 2>/dev/null
       tar -C "$work/pack" -czf "$out/library_world.tgz" . && stage "packed library_world.tgz"
     done
   done
