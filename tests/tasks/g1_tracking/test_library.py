@@ -5,6 +5,7 @@ through a real trainer's event file; evaluation per clip; the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -62,12 +63,12 @@ def resolved_config(cli, g1_assets, tmp_path, *overrides: str) -> dict:
     return json.loads(out.read_text())
 
 
-def library_env(record: dict, builder=make_env):
+def library_env(record: dict, builder=make_env, sim: str = "mujoco"):
     from soaklab.assets.record import scene_for_env
 
     run = RunConfig.of(record["config"], record["algo"], record["task"])
     scene = scene_for_env(record["run"]["assets"], record["config"]["env"]["motion"])
-    return builder(run, EnvSpec.of(run), scene, compile_terms=False)
+    return builder(run, dataclasses.replace(EnvSpec.of(run), sim=sim), scene, compile_terms=False)
 
 
 def test_the_world_set_steps_each_clip_as_its_own_env_would(cli, g1_assets, tmp_path):
@@ -110,10 +111,18 @@ def test_the_world_set_steps_each_clip_as_its_own_env_would(cli, g1_assets, tmp_
         blocks.close()
 
 
-def test_a_world_set_checkpoint_continues_bit_for_bit_and_an_old_one_is_refused(cli, g1_assets, tmp_path):
+@pytest.mark.parametrize("sim", [
+    "mujoco",
+    pytest.param("mjwarp", marks=pytest.mark.skipif(importlib.util.find_spec("mujoco_warp") is None,
+                                                    reason="mujoco_warp is not installed (the warp extra)")),
+])
+def test_a_world_set_checkpoint_continues_bit_for_bit_and_an_old_one_is_refused(cli, g1_assets, tmp_path, sim):
+    """A new world set given a saved one's state steps on exactly as the saved one did, each clip's
+    resets and sampler included: on MuJoCo by ids, on MJWarp (warp's CPU device without a GPU) by
+    mask, each clip drawing its starts from its own stream. A checkpoint of one env per clip is refused."""
     record = resolved_config(cli, g1_assets, tmp_path, "env.motion=[largebox,crawl_slope]", "algo.num_envs=3",
                              "env.num_threads=1")
-    first, second = library_env(record), library_env(record)
+    first, second = library_env(record, sim=sim), library_env(record, sim=sim)
     try:
         first.reset()
         generator = torch.Generator().manual_seed(5)
@@ -131,10 +140,13 @@ def test_a_world_set_checkpoint_continues_bit_for_bit_and_an_old_one_is_refused(
         with pytest.raises(ValueError, match="one env per clip"):
             second.load_state_dict({"blocks": [state]})
         second.load_state_dict(state)
+        ended = 0
         for a in actions[6:]:
             got, want = second.step(a), first.step(a)
             assert torch.equal(got.obs, want.obs) and torch.equal(got.reward, want.reward)
             assert torch.equal(got.done, want.done)
+            ended += int(want.done.sum())
+        assert ended > 0, "the continuation must include resets"
         for a, b in zip(second.samplers, first.samplers, strict=True):
             assert torch.equal(a.failures, b.failures)
     finally:
