@@ -3,10 +3,11 @@
 stepped one after the other) and as one world set, each timed by phase with CUDA events after
 warm-up (issue 68).
 
-Phases per control step, medians over `--iters` steps: `physics` (the backends' captured step alone:
-one launch for one clip or the world set, one per clip for the blocks), `task` (everything after the
-physics: terms, resets, observations: `evaluate`), `step` (the whole env step as the collector
-calls it). Random actions of a trained policy's scale, so episodes end and reset inside the window.
+Phases per control step, medians over `--iters` steps: `step` (the whole env step as the collector
+calls it), and in a second run of steps its parts, `physics` (the backends' captured step: one
+launch for one clip or the world set, one per clip for the blocks) and `task` (everything after the
+physics: terms, resets, observations: `evaluate`). Random actions of a trained policy's scale, so
+episodes end and reset inside the window.
 
     python3 scripts/gpu/library_world.py --envs 1024,4096 --out library_world.json
 """
@@ -82,6 +83,10 @@ def main() -> int:
 
 
 def phases(env, n: int, args, time_ms, device) -> dict:
+    """Medians of the whole step (as the collector calls it), and of its physics and task parts
+    timed in one sequence of steps (so the physics steps the states training steps, resets included)."""
+    import time
+
     import torch
 
     generator = torch.Generator(device=device).manual_seed(0)
@@ -93,25 +98,40 @@ def phases(env, n: int, args, time_ms, device) -> dict:
     env.reset()
     for i in range(args.warmup):  # lazy allocations, compilation, the task steps' capture
         env.step(actions[i % 8])
-    if device.type == "cuda":
-        torch.cuda.synchronize()
     count = iter(range(10**9))
 
     def step() -> None:
         env.step(actions[next(count) % 8])
 
-    def physics() -> None:
-        for e in envs:
-            e.backend.step()
+    out = {"step_ms": statistics.median(time_ms(step, args.iters, device))}
+    cuda = device.type == "cuda"
 
-    def task() -> None:
-        a = actions[next(count) % 8]
+    def mark() -> object:  # a CUDA event on the GPU's clock, else the host's
+        if not cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def ms(a: object, b: object) -> float:
+        return a.elapsed_time(b) if cuda else (b - a) * 1e3
+
+    marks = []
+    for i in range(args.iters):
+        a = actions[i % 8]
+        begin = mark()
+        for e, lo, hi in zip(envs, offsets[:-1], offsets[1:], strict=True):
+            e.apply_action(a[lo:hi])
+            e.backend.step()
+        middle = mark()
         for e, lo, hi in zip(envs, offsets[:-1], offsets[1:], strict=True):
             e.evaluate(a[lo:hi])
-
-    out = {}
-    for name, fn in (("step", step), ("physics", physics), ("task", task)):
-        out[f"{name}_ms"] = statistics.median(time_ms(fn, args.iters, device))
+        marks.append((begin, middle, mark()))
+    if cuda:
+        torch.cuda.synchronize()
+    split = [(ms(b, m), ms(m, e)) for b, m, e in marks]
+    out["physics_ms"] = statistics.median(p for p, _ in split)
+    out["task_ms"] = statistics.median(t for _, t in split)
     out["env_steps_per_s"] = n / out["step_ms"] * 1e3
     out["physics_launches"] = len(envs)
     return out

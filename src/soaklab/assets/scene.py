@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 
 from soaklab.assets import g1
+from soaklab.errors import InvalidInput
 
 SCENE_NAME = "scene.xml"
 HOME_KEY = "home"
@@ -103,7 +104,8 @@ def union_scene(scene_paths: list[Path]) -> tuple[mujoco.MjSpec, list[frozenset[
     for path in scene_paths[1:]:
         other = mujoco.MjSpec.from_file(str(path))
         if _robot_of(other) != robot:
-            raise ValueError(f"{path}: not the robot of {scene_paths[0]}; a world set needs one robot")
+            raise InvalidInput(f"{path}: not the robot of {scene_paths[0]} (bodies, joints or actuators differ); "
+                               "a motion library's clips must share one robot: pull the assets again")
         have = set(world_geoms(spec))
         for geom in other.worldbody.geoms:
             if geom.name not in have:
@@ -119,11 +121,13 @@ def _robot_of(spec: mujoco.MjSpec) -> tuple[tuple[str, ...], ...]:
 
 def _copy_geom(spec: mujoco.MjSpec, source: mujoco.MjSpec, geom: mujoco.MjsGeom) -> None:
     if not geom.name:
-        raise ValueError("an unnamed world geom cannot be told apart between scenes")
+        raise InvalidInput("an unnamed world geom in a clip's scene cannot be told apart between scenes; "
+                           "pull the assets again")
     if geom.type == mujoco.mjtGeom.mjGEOM_MESH and spec.mesh(geom.meshname) is None:
         mesh, copy = source.mesh(geom.meshname), spec.add_mesh(name=geom.meshname)
         if mesh.file:
-            raise ValueError(f"mesh {geom.meshname!r} is a file; a world set copies inline meshes only")
+            raise InvalidInput(f"mesh {geom.meshname!r} of a clip's scene is a file; a motion library copies inline "
+                               "meshes only (a pulled terrain's): pull the assets again")
         for field in MESH_FIELDS:
             setattr(copy, field, getattr(mesh, field))
     copy = spec.worldbody.add_geom(name=geom.name)

@@ -68,7 +68,8 @@ class WorldSetEnv(G1MotionTrackingEnv):
         for k, names in enumerate(own):
             absent[k, [g for g in world if model.geom(g).name not in names]] = True
         self.absent_geoms = np.repeat(absent, sizes, axis=0)
-        self._build_physics(model, num_threads, sim, self.absent_geoms)
+        # Clips on one scene share every geom: the plain stepper, as one clip's env builds it.
+        self._build_physics(model, num_threads, sim, self.absent_geoms if absent.any() else None)
         self.ref_table, self._ref_layout = reference_table(clips, model, frames, self.device)
         lengths = [c.num_frames for c in clips]
         self.clip_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
