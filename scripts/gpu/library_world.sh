@@ -3,7 +3,7 @@
 # copied into resources/assets/cache, scripts/gpu/README.md): the motion library as one world set
 # against one env per clip, and the run's env step with a lever on and off (issue 68).
 #
-#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/library_world.sh [env] [runs]
+#   bash scripts/gpu/bootstrap.sh bash scripts/gpu/library_world.sh [env] [runs]      (WORK: its folder, /root/library-world)
 #
 # Stages (all by default; name some to run only those):
 #   env   the raw physics ceiling (warmup.py, ceiling.json) and the env step by phase (physics,
@@ -21,11 +21,11 @@
 # Everything lands in one archive, $OUT/library_world.tgz (and bootstrap.sh's kernel cache parts).
 set -uo pipefail
 out=${OUT:-/tmp/soaklab-out}
-work=/root/library-world
+work=${WORK:-/root/library-world}
 stages=${*:-env runs}
 sizes=${SIZES:-1024 4096}
 stage() { echo "== $(date -u +%T) $*"; }
-mkdir -p "$work/pack"
+mkdir -p "$work/pack" "$out"
 ls resources/assets/cache/holosoma-*.whl >/dev/null 2>&1 \
   || { echo "library_world: no holosoma wheel in resources/assets/cache (scripts/gpu/README.md, step 3)" >&2; exit 2; }
 
