@@ -1,4 +1,5 @@
-"""The materialized G1 scene: dimensions, the motor table, contacts, and 5 s of stable hold."""
+"""The materialized G1 scene: dimensions, the motor table, contacts, and 5 s of stable hold; a motion
+library's union of its clips' scenes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 
 from soaklab.assets import g1
-from soaklab.assets.scene import HOME_KEY, load_scene
+from soaklab.assets.scene import HOME_KEY, load_scene, union_scene
+from soaklab.errors import InvalidInput
 
 # docs/assets-and-tasks.md, as printed: joints -> armature, kp, kd, effort limit, action scale.
 TABLE = [
@@ -94,3 +96,23 @@ def test_holding_the_default_pose_simulates_5s_stably(model):
     assert np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()
     assert [w.number for w in data.warning] == [0] * len(data.warning)
     assert math.isfinite(float(np.abs(data.qacc).max()))
+
+
+def test_the_union_of_the_clips_scenes_is_each_scene_with_the_others_world_geoms(g1_assets, tmp_path):
+    """A motion library's model (soaklab.assets.scene.union_scene): the plain scene plus crawl_slope's
+    terrain is crawl_slope's own scene, geom for geom; each scene's own world geoms are named; a scene
+    of another robot is refused in one line."""
+    crawl = g1_assets.scene.parent / "scene_crawl_slope.xml"
+    spec, own = union_scene([g1_assets.scene, crawl])
+    union, alone = spec.compile(), mujoco.MjModel.from_xml_path(str(crawl))
+    assert own == [frozenset({"floor"}), frozenset({"floor", "terrain_crawl_slope_0", "terrain_crawl_slope_1"})]
+    for field in ("geom_type", "geom_pos", "geom_quat", "geom_size", "geom_friction", "geom_condim", "geom_contype",
+                  "geom_conaffinity", "geom_aabb", "geom_rbound", "mesh_vert", "body_mass"):
+        assert np.array_equal(getattr(union, field), getattr(alone, field)), field
+    other = mujoco.MjSpec.from_file(str(g1_assets.scene))
+    other.worldbody.add_body(name="another_body").add_geom(size=[0.1, 0, 0])
+    other.meshdir = str(g1_assets.scene.parent / other.meshdir)  # its meshes, from another folder
+    other.compile()
+    (tmp_path / "other_robot.xml").write_text(other.to_xml())
+    with pytest.raises(InvalidInput, match="not the robot of .*a motion library's clips must share one robot"):
+        union_scene([g1_assets.scene, tmp_path / "other_robot.xml"])

@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 
 from soaklab.assets import g1
+from soaklab.errors import InvalidInput
 
 SCENE_NAME = "scene.xml"
 HOME_KEY = "home"
@@ -77,3 +78,58 @@ def write_scene(robot_xml: Path) -> Path:
 
 def load_scene(scene_xml: Path) -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_path(str(scene_xml))
+
+
+# What a static geom copied from one scene into another keeps: everything MJCF can say of a plain
+# geom (its mesh by name; the meshes themselves are copied first).
+GEOM_FIELDS = ("type", "size", "pos", "quat", "meshname", "condim", "contype", "conaffinity", "friction", "priority",
+               "solref", "solimp", "solmix", "margin", "gap", "rgba", "group", "material")
+MESH_FIELDS = ("uservert", "userface", "scale", "refpos", "refquat", "inertia")
+
+
+def world_geoms(spec: mujoco.MjSpec) -> list[str]:
+    """The names of the geoms of the world body (the floor, a clip's terrain), in order."""
+    return [g.name for g in spec.worldbody.geoms]
+
+
+def union_scene(scene_paths: list[Path]) -> tuple[mujoco.MjSpec, list[frozenset[str]]]:
+    """One scene holding every scene's world geoms: the first scene, plus each other scene's world
+    geoms (a clip's terrain) it lacks, in scene order; and each scene's own world geoms, so a world
+    of the set knows which of the union's are not its own (soaklab.sim `absent_geoms`). Every scene
+    must be the same robot: the same bodies, joints and actuators (a terrain clip's scene is the G1
+    scene plus its terrain, soaklab.assets.terrain)."""
+    spec = mujoco.MjSpec.from_file(str(scene_paths[0]))
+    own = [frozenset(world_geoms(spec))]
+    robot = _robot_of(spec)
+    for path in scene_paths[1:]:
+        other = mujoco.MjSpec.from_file(str(path))
+        if _robot_of(other) != robot:
+            raise InvalidInput(f"{path}: not the robot of {scene_paths[0]} (bodies, joints or actuators differ); "
+                               "a motion library's clips must share one robot: pull the assets again")
+        have = set(world_geoms(spec))
+        for geom in other.worldbody.geoms:
+            if geom.name not in have:
+                _copy_geom(spec, other, geom)
+        own.append(frozenset(world_geoms(other)))
+    return spec, own
+
+
+def _robot_of(spec: mujoco.MjSpec) -> tuple[tuple[str, ...], ...]:
+    return (tuple(b.name for b in spec.bodies if b.name != "world"), tuple(j.name for j in spec.joints),
+            tuple(a.name for a in spec.actuators))
+
+
+def _copy_geom(spec: mujoco.MjSpec, source: mujoco.MjSpec, geom: mujoco.MjsGeom) -> None:
+    if not geom.name:
+        raise InvalidInput("an unnamed world geom in a clip's scene cannot be told apart between scenes; "
+                           "pull the assets again")
+    if geom.type == mujoco.mjtGeom.mjGEOM_MESH and spec.mesh(geom.meshname) is None:
+        mesh, copy = source.mesh(geom.meshname), spec.add_mesh(name=geom.meshname)
+        if mesh.file:
+            raise InvalidInput(f"mesh {geom.meshname!r} of a clip's scene is a file; a motion library copies inline "
+                               "meshes only (a pulled terrain's): pull the assets again")
+        for field in MESH_FIELDS:
+            setattr(copy, field, getattr(mesh, field))
+    copy = spec.worldbody.add_geom(name=geom.name)
+    for field in GEOM_FIELDS:
+        setattr(copy, field, getattr(geom, field))

@@ -101,7 +101,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
 )}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("g1_motion_tracking", "soaklab.tasks.g1_tracking.env:build", actor_obs=160, critic_obs=286, action=29,
+    Task("g1_motion_tracking", "soaklab.tasks.g1_tracking.library:build", actor_obs=160, critic_obs=286, action=29,
          reward_terms=("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel",
                        "action_rate", "joint_limit", "undesired_contacts"),
          backends=("mujoco", "mjwarp"), needs_assets=True,

@@ -158,6 +158,9 @@ def check_collector(state: Any, k: int, expected: Expected) -> None:
             raise ValueError(f"{key} holds {len(state[key])} env groups, this run has {groups}")
     for g, (env, published, n) in enumerate(zip(state["envs"], state["published"], expected.groups, strict=True)):
         _typed(env, dict, f"envs[{g}]")
+        if "blocks" in env:  # the motion library's layout before it became one world set (tasks/g1_tracking/library.py)
+            raise ValueError(f"envs[{g}] is a motion library of one env per clip, saved before the library became one "
+                             "world set; resume it with the soaklab that wrote it")
         if not isinstance(published, tuple | list) or len(published) != 3:
             raise ValueError(f"published[{g}] is not (obs, critic_obs, dones)")
         for value, name, shape in zip(published, ("obs", "critic_obs", "dones"),

@@ -33,7 +33,7 @@ import torch
 
 from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.host import determinism
-from soaklab.sim import diagnostics
+from soaklab.sim import ABSENT_DEPTH_M, diagnostics, static_geoms
 
 DEFAULT_NCONMAX = 48
 DEFAULT_NJMAX = 256  # 48 contacts x 4 rows + 29 joint-limit rows, rounded up
@@ -74,16 +74,17 @@ class MjwarpBackend:
 
     @classmethod
     def build(cls, model: mujoco.MjModel, num_envs: int, decimation: int, *, device: str,
-              num_threads: int | None) -> MjwarpBackend:
+              num_threads: int | None, absent_geoms: np.ndarray | None = None) -> MjwarpBackend:
         """The catalogue's stepper (soaklab.sim.build_stepper): the task's tensors live where warp's
         arrays do, the GPU or warp's CPU device (evaluation on a machine without one); host threads
         do not apply."""
         if torch.device(device).type not in ("cuda", "cpu"):
             raise InvalidInput(f"sim mjwarp: the env's tensors must live on the GPU or the CPU, not {device}")
-        return cls(model, num_envs, decimation, device=str(device))
+        return cls(model, num_envs, decimation, device=str(device), absent_geoms=absent_geoms)
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, device: str = "cuda:0",
-                 nconmax: int = DEFAULT_NCONMAX, njmax: int = DEFAULT_NJMAX, use_graph: bool = True) -> None:
+                 nconmax: int = DEFAULT_NCONMAX, njmax: int = DEFAULT_NJMAX, use_graph: bool = True,
+                 absent_geoms: np.ndarray | None = None) -> None:
         import mujoco_warp as mjw
         import warp as wp
 
@@ -112,6 +113,8 @@ class MjwarpBackend:
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
             self._reset_qvel = wp.zeros((n, nv), dtype=float)
             self._state = wp.zeros((n, nq + nv + ns), dtype=float)
+        if absent_geoms is not None:
+            self._place_absent_geoms(absent_geoms)
         # Warp's stream takes the priority of the torch stream that builds the backend: a collector
         # that steps the envs ahead of a learner's update on the same GPU builds it under a
         # high-priority stream (training.collector_stream_priority); warp knows -1 (high) and 0.
@@ -139,6 +142,17 @@ class MjwarpBackend:
             self.graph_disable_reason = f"warp's {self.wp_device} device has no CUDA graphs"
         elif use_graph:
             self._capture()
+
+    def _place_absent_geoms(self, absent_geoms: np.ndarray) -> None:
+        """A world set (soaklab.sim): each world's absent geoms moved below the floor. mujoco_warp
+        places static geoms once, in put_data (its kinematics skip them and reset_data keeps them),
+        so their per-world frames in `geom_xpos` are the only place to move them; the model stays
+        shared by every world."""
+        static_geoms(self.model, absent_geoms)
+        self._wp.synchronize_device(self.wp_device)  # put_data's copies land before torch writes
+        xpos = self._wp.to_torch(self.d.geom_xpos)  # [N, ngeom, 3], this array's own storage
+        rows = torch.as_tensor(np.asarray(absent_geoms, dtype=bool), device=xpos.device)
+        xpos[..., 2] -= rows.to(xpos.dtype) * ABSENT_DEPTH_M
 
     # -- the work that is captured -----------------------------------------------------------------
     def _pack_state(self) -> None:

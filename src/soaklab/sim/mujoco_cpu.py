@@ -9,6 +9,7 @@ contacts) as MuJoCo sensors, so the per-env Python work is three copies.
 
 from __future__ import annotations
 
+import copy
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +17,7 @@ import mujoco
 import numpy as np
 import torch
 
-from soaklab.sim import diagnostics
+from soaklab.sim import ABSENT_DEPTH_M, diagnostics, static_geoms
 
 # The warnings MuJoCo raises when the state blows up ("Nan, Inf or huge value in QPOS/QVEL/QACC ...
 # The simulation is unstable."): it then resets that MjData to the model's default pose on its own,
@@ -37,17 +38,22 @@ class MujocoBackend:
 
     @classmethod
     def build(cls, model: mujoco.MjModel, num_envs: int, decimation: int, *, device: str,
-              num_threads: int | None) -> MujocoBackend:
+              num_threads: int | None, absent_geoms: np.ndarray | None = None) -> MujocoBackend:
         """The catalogue's stepper (soaklab.sim.build_stepper): host threads, whatever device the
         task's tensors live on (it reads the host buffer through views and moves what it needs)."""
-        return cls(model, num_envs, decimation, num_threads)
+        return cls(model, num_envs, decimation, num_threads, absent_geoms)
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, num_threads: int | None = None) -> None:
+    def __init__(self, model: mujoco.MjModel, num_envs: int, decimation: int, num_threads: int | None = None,
+                 absent_geoms: np.ndarray | None = None) -> None:
         self.model = model
         self.num_envs = num_envs
         self.decimation = decimation
         self.num_threads = max(1, min(num_threads or default_threads(), num_envs))
-        self.datas = [mujoco.MjData(model) for _ in range(num_envs)]
+        # Each env's model: `model` itself, or in a world set (soaklab.sim) one copy per distinct set
+        # of absent geoms, those geoms moved below the floor (MuJoCo places world-body geoms from
+        # geom_pos at every step, so the copy is all it takes).
+        self.models = [model] * num_envs if absent_geoms is None else _world_models(model, absent_geoms)
+        self.datas = [mujoco.MjData(m) for m in self.models]
         widths = {"qpos": model.nq, "qvel": model.nv, "sensordata": model.nsensordata}
         self.slices: dict[str, slice] = {}
         start = 0
@@ -83,9 +89,9 @@ class MujocoBackend:
         # ending with mj_step1 does the same work as `decimation` mj_steps but leaves body frames,
         # sensors and contacts computed for the state just integrated, so the task reads fresh
         # values at no extra cost. reset() runs mj_forward, which establishes that invariant.
-        m, datas, ctrl, dec = self.model, self.datas, self.ctrl, self.decimation
+        models, datas, ctrl, dec = self.models, self.datas, self.ctrl, self.decimation
         for i in chunk:
-            d = datas[i]
+            d, m = datas[i], models[i]
             d.ctrl[:] = ctrl[i]
             mujoco.mj_step2(m, d)
             for _ in range(dec - 1):
@@ -104,9 +110,9 @@ class MujocoBackend:
         return count
 
     def _physics_chunk(self, chunk: np.ndarray) -> None:
-        m, datas, ctrl, dec = self.model, self.datas, self.ctrl, self.decimation
+        models, datas, ctrl, dec = self.models, self.datas, self.ctrl, self.decimation
         for i in chunk:
-            d = datas[i]
+            d, m = datas[i], models[i]
             d.ctrl[:] = ctrl[i]
             for _ in range(dec):
                 mujoco.mj_step(m, d)
@@ -128,11 +134,11 @@ class MujocoBackend:
         def work(part: np.ndarray) -> None:
             for k in part:
                 i = int(env_ids[k])
-                d = self.datas[i]
-                mujoco.mj_resetData(self.model, d)
+                d, m = self.datas[i], self.models[i]
+                mujoco.mj_resetData(m, d)
                 d.qpos[:] = qpos[k]
                 d.qvel[:] = qvel[k]
-                mujoco.mj_forward(self.model, d)
+                mujoco.mj_forward(m, d)
                 if pack:
                     self._pack(i)
 
@@ -159,9 +165,9 @@ class MujocoBackend:
         states = state["integration"].numpy()
         if states.shape != (self.num_envs, mujoco.mj_stateSize(self.model, self.STATE_SPEC)):
             raise ValueError(f"physics state of shape {states.shape} does not fit {self.num_envs} envs of this model")
-        for i, d in enumerate(self.datas):
-            mujoco.mj_setState(self.model, d, states[i], self.STATE_SPEC)
-            mujoco.mj_step1(self.model, d)
+        for d, m, row in zip(self.datas, self.models, states, strict=True):
+            mujoco.mj_setState(m, d, row, self.STATE_SPEC)
+            mujoco.mj_step1(m, d)
         np.copyto(self.buffer, state["buffer"].numpy())  # in place: the task holds views of both
         np.copyto(self.ctrl, state["ctrl"].numpy())
 
@@ -178,3 +184,18 @@ class MujocoBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def _world_models(model: mujoco.MjModel, absent_geoms: np.ndarray) -> list[mujoco.MjModel]:
+    """One model per env: a copy of `model` per distinct row of `absent_geoms`, shared by its envs."""
+    static_geoms(model, absent_geoms)
+    copies: dict[bytes, mujoco.MjModel] = {}
+    models = []
+    for row in np.asarray(absent_geoms, dtype=bool):
+        key = row.tobytes()
+        if key not in copies:
+            world = copy.deepcopy(model)
+            world.geom_pos[row, 2] -= ABSENT_DEPTH_M
+            copies[key] = world
+        models.append(copies[key])
+    return models

@@ -39,26 +39,44 @@ def build(g1_assets):
         e.close()
 
 
-def test_steady_state_steps_and_resets_never_synchronise_the_host(build):
-    env = build("mjwarp", 256)
-    env.reset()
-    zeros = torch.zeros(256, 29, device="cuda")
-    for _ in range(WARMUP_CALLS + 1):  # warm-up: lazy allocations, then the task steps' capture
-        env.step(zeros)
-    torch.cuda.synchronize()
-    dones = torch.zeros((), device="cuda")
-    torch.cuda.set_sync_debug_mode("error")
+@pytest.mark.parametrize("library", [False, True])
+def test_steady_state_steps_and_resets_never_synchronise_the_host(build, g1_assets, library):
+    """One clip, and a motion library as one world set (largebox and crawl_slope, each world on its own
+    clip's ground): one physics graph and the task's graphs per step, no host sync, resets included."""
+    env = library_world_set(g1_assets, 256) if library else build("mjwarp", 256)
     try:
-        for _ in range(40):  # zero actions fall within ~17 steps: resets happen in here
-            r = env.step(zeros)
-            dones += r.done.sum()
+        env.reset()
+        zeros = torch.zeros(256, 29, device="cuda")
+        for _ in range(WARMUP_CALLS + 1):  # warm-up: lazy allocations, then the task steps' capture
+            env.step(zeros)
+        torch.cuda.synchronize()
+        dones = torch.zeros((), device="cuda")
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(40):  # zero actions fall within ~17 steps: resets happen in here
+                r = env.step(zeros)
+                dones += r.done.sum()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert int(dones) > 0, "the window must include resets"
+        assert torch.isfinite(r.obs).all() and torch.isfinite(r.reward).all()
+        assert env.backend.overflow_worlds() == 0
+        assert env.diagnostics()["diagnostics"]["cuda_graph"]["enabled"] is True
+        assert env.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is True
+        assert [label for label, _ in r.clips] == (["largebox", "crawl_slope"] if library else [])
     finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert int(dones) > 0, "the window must include resets"
-    assert torch.isfinite(r.obs).all() and torch.isfinite(r.reward).all()
-    assert env.backend.overflow_worlds() == 0
-    assert env.diagnostics()["diagnostics"]["cuda_graph"]["enabled"] is True
-    assert env.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is True
+        if library:  # the fixture closes what it built
+            env.close()
+
+
+def library_world_set(g1_assets, num_envs: int):
+    from soaklab.assets.record import assets_record, resolved_motion, scene_for_env
+
+    record = assets_record(g1_assets.manifest_path)
+    motion = resolved_motion(record, ["largebox", "crawl_slope"])
+    config = compose("flashsac", "g1_motion_tracking", "mjwarp",
+                     [f"algo.num_envs={num_envs}", f"env.motion={json.dumps(motion)}"]).run
+    return make_env(config, EnvSpec.of(config, "cuda"), scene_for_env(record, motion), compile_terms=False)
 
 
 def test_same_seed_same_observations_as_mujoco(build):

@@ -8,9 +8,7 @@ one batched tensor call per term (tasks/g1_tracking/terms.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -19,12 +17,11 @@ import torch
 
 from soaklab.assets import g1
 from soaklab.assets.motion import MotionClip
-from soaklab.contract.sections import RunConfig
 from soaklab.errors import InvalidInput
 from soaklab.host.compile_cache import use_keyed_cache
 from soaklab.sim import build_stepper
 from soaklab.tasks import metrics as metrics_table
-from soaklab.tasks.env import BatchedEnv, EnvSpec, StepResult
+from soaklab.tasks.env import StepResult
 from soaklab.tasks.g1_tracking import terms
 from soaklab.tasks.g1_tracking.quat import quat_apply_inverse, quat_from_yaw, quat_mul
 from soaklab.tasks.g1_tracking.sampling import FrameSampler
@@ -117,11 +114,12 @@ def undesired_contact_bodies(spec: mujoco.MjSpec) -> list[str]:
     return names
 
 
-def build_tracking_model(scene_xml: str, cfg: TrackingConfig) -> tuple[mujoco.MjModel, list[str], int]:
-    """The scene plus the sensors the task reads: world-frame pose and velocity of each frame
-    body (computed by MuJoCo in mj_step1, packed in one copy) and one contact counter per
-    undesired body. Returns the model, the frame bodies and the number of contact sensors."""
-    spec = mujoco.MjSpec.from_file(scene_xml)
+def build_tracking_model(scene: str | mujoco.MjSpec, cfg: TrackingConfig) -> tuple[mujoco.MjModel, list[str], int]:
+    """The scene (its XML, or a spec: a world set's union, soaklab.assets.scene) plus the sensors the
+    task reads: world-frame pose and velocity of each frame body (computed by MuJoCo in mj_step1,
+    packed in one copy) and one contact counter per undesired body. Returns the model, the frame
+    bodies and the number of contact sensors."""
+    spec = scene if isinstance(scene, mujoco.MjSpec) else mujoco.MjSpec.from_file(scene)
     bodies = {b.name for b in spec.bodies}
     root = spec.worldbody.first_body().name
     frames = frame_bodies(cfg, root)
@@ -150,6 +148,29 @@ def sensor_block(model: mujoco.MjModel, names: list[str], width: int) -> int:
     return int(start)
 
 
+def reference_table(clips: list[MotionClip], model: mujoco.MjModel, frames: list[str], device: torch.device
+                    ) -> tuple[torch.Tensor, list[tuple[str, int, tuple[int, ...]]]]:
+    """The clips' reference frames, one after the other, as one [sum of T, width] table (a lookup is a
+    single gather, then views), and its layout: (field, first column, shape) per field."""
+    # Reference bodies in the order of the frame sensors (a clip holds every body in model order).
+    clip_index = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) - 1 for n in frames]
+    tables, layout = [], []
+    for clip in clips:
+        fields = {
+            "joint_pos": clip.joint_pos, "joint_vel": clip.joint_vel,
+            "pos": clip.body_pos_w[:, clip_index], "quat": clip.body_quat_w[:, clip_index],
+            "lin_vel": clip.body_lin_vel_w[:, clip_index], "ang_vel": clip.body_ang_vel_w[:, clip_index],
+        }
+        tables.append(np.concatenate([np.asarray(v).reshape(clip.num_frames, -1) for v in fields.values()], axis=1))
+        layout, start = [], 0
+        for name, value in fields.items():
+            shape = tuple(np.asarray(value).shape[1:])
+            layout.append((name, start, shape))
+            start += int(np.prod(shape))
+    table = tables[0] if len(tables) == 1 else np.concatenate(tables, axis=0)
+    return torch.as_tensor(table, dtype=torch.float32, device=device), layout
+
+
 def undesired_contact_names(model: mujoco.MjModel, count: int) -> list[str]:
     names = [model.sensor(i).name for i in range(model.nsensor)]
     return [n.removeprefix("task_contact_") for n in names if n.startswith("task_contact_")][:count]
@@ -162,45 +183,44 @@ class G1MotionTrackingEnv:
                  num_threads: int | None = None, sampler: str = "adaptive", episode_length_s: float = 10.0,
                  device: str | torch.device = "cpu", compile_terms: bool = False, sim: str = "mujoco") -> None:
         model, frames, num_contact = build_tracking_model(scene_xml, cfg)
-        if abs(cfg.ctrl_dt - cfg.decimation * model.opt.timestep) > 1e-9:
-            raise InvalidInput(
-                f"task.ctrl_dt={cfg.ctrl_dt}: must equal task.decimation x physics dt ({model.opt.timestep})"
-            )
+        self._check_timestep(model, cfg)
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.cfg = cfg
         self.rng = ManagerRng(seed, self.device)
+        self._build_physics(model, num_threads, sim, None)
+        self.clip = clip
+        self.ref_table, self._ref_layout = reference_table([clip], model, frames, self.device)
+        self.num_frames = clip.num_frames
+        self.frames_per_step = clip.fps * cfg.ctrl_dt
+        self._build_task(model, frames, num_contact, episode_length_s)
+        self.sampler = FrameSampler(self.num_frames, self.rng, sampler, cfg.uniform_ratio, cfg.adaptive_alpha,
+                                    lookahead=max(1, int(round(clip.fps))), first_frame_ratio=cfg.first_frame_ratio)
+        self.start_frame = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self._build_step(model, frames, num_contact, compile_terms)
+
+    @staticmethod
+    def _check_timestep(model: mujoco.MjModel, cfg: TrackingConfig) -> None:
+        if abs(cfg.ctrl_dt - cfg.decimation * model.opt.timestep) > 1e-9:
+            raise InvalidInput(
+                f"task.ctrl_dt={cfg.ctrl_dt}: must equal task.decimation x physics dt ({model.opt.timestep})"
+            )
+
+    def _build_physics(self, model: mujoco.MjModel, num_threads: int | None, sim: str,
+                       absent_geoms: np.ndarray | None) -> None:
         # The stepper `sim`'s catalogue entry names (a device-resident one keeps its state where the
         # env's tensors live; a host one steps on `num_threads` host threads).
-        self.backend: Any = build_stepper(sim, model, num_envs, cfg.decimation, device=str(self.device),
-                                          num_threads=num_threads)
+        self.backend: Any = build_stepper(sim, model, self.num_envs, self.cfg.decimation, device=str(self.device),
+                                          num_threads=num_threads, absent_geoms=absent_geoms)
         # A device-resident backend resets by mask (no host round trip per step); the host backend by ids.
         self.masked_resets = hasattr(self.backend, "reset_masked")
-        dev = self.device
+
+    def _build_task(self, model: mujoco.MjModel, frames: list[str], num_contact: int, episode_length_s: float) -> None:
+        """What the terms read of the model: frame indices, default pose, action scale, joint limits."""
+        cfg, dev = self.cfg, self.device
 
         def t(x: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
-
-        self.clip = clip
-        # Reference bodies in the order of the frame sensors (the clip holds every body in model order).
-        clip_index = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) - 1 for n in frames]
-        k = len(frames)
-        # One [T, width] table per reference frame, so a lookup is a single gather (then views).
-        fields = {
-            "joint_pos": clip.joint_pos, "joint_vel": clip.joint_vel,
-            "pos": clip.body_pos_w[:, clip_index], "quat": clip.body_quat_w[:, clip_index],
-            "lin_vel": clip.body_lin_vel_w[:, clip_index], "ang_vel": clip.body_ang_vel_w[:, clip_index],
-        }
-        frames_total = clip.num_frames
-        self.ref_table = t(np.concatenate([np.asarray(v).reshape(frames_total, -1) for v in fields.values()], axis=1))
-        self._ref_layout: list[tuple[str, int, tuple[int, ...]]] = []
-        start = 0
-        for name, value in fields.items():
-            shape = tuple(np.asarray(value).shape[1:])
-            self._ref_layout.append((name, start, shape))
-            start += int(np.prod(shape))
-        self.num_frames = clip.num_frames
-        self.frames_per_step = clip.fps * cfg.ctrl_dt
 
         # Tracked bodies are the first frames (frame_bodies puts them first): a slice, not a gather.
         self.tracked = slice(0, len(cfg.tracked_bodies))
@@ -214,12 +234,11 @@ class G1MotionTrackingEnv:
         mid, half = (lo + hi) / 2, (hi - lo) / 2
         self.joint_lo, self.joint_hi = lo, hi
         self.soft_lo, self.soft_hi = mid - cfg.soft_ratio * half, mid + cfg.soft_ratio * half
-
         self.max_episode_steps = int(round(episode_length_s / cfg.ctrl_dt))
-        self.sampler = FrameSampler(self.num_frames, self.rng, sampler, cfg.uniform_ratio, cfg.adaptive_alpha,
-                                    lookahead=max(1, int(round(clip.fps))), first_frame_ratio=cfg.first_frame_ratio)
-        n = num_envs
-        self.start_frame = torch.zeros(n, dtype=torch.long, device=dev)
+
+    def _build_step(self, model: mujoco.MjModel, frames: list[str], num_contact: int, compile_terms: bool) -> None:
+        """The episode state, the views of the backend's packed state, and the step's graphs."""
+        n, dev, k = self.num_envs, self.device, len(frames)
         self.episode_step = torch.zeros(n, dtype=torch.long, device=dev)
         self.last_action = torch.zeros(n, SPACES.action, device=dev)
         # Zero-copy views of the backend's packed host state, sensors split by kind.
@@ -240,6 +259,20 @@ class G1MotionTrackingEnv:
         start = base + sensor_block(model, contact_names, 1)
         self._contact_slice = slice(start, start + num_contact)
         self._device = DeviceStep(self) if self.masked_resets else None
+
+    def generators(self) -> tuple[torch.Generator, ...]:
+        """The env's RNG streams (a captured step registers each)."""
+        return (self.rng.generator,)
+
+    def _record_failures(self, frame: torch.Tensor, terminated: torch.Tensor) -> None:
+        """Teach the adaptive sampler where episodes failed."""
+        self.sampler.record(frame, terminated)
+
+    def _draw_starts(self, ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Start frames and their (qpos, qvel) for envs `ids` (every env when None)."""
+        frames = self.sampler.sample(self.num_envs if ids is None else len(ids))
+        qpos, qvel = self._reset_state(frames)
+        return frames, qpos, qvel
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -334,16 +367,17 @@ class G1MotionTrackingEnv:
                 self._reset_envs(ids)
         return self.observe(self._robot(), self._reference(self.frame), self.last_action)
 
-    def _reset_state(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """qpos/qvel starting the reference at `frames`, with the configured noise (one row per frame)."""
-        k, c = len(frames), self.cfg
+    def _reset_state(self, frames: torch.Tensor, rng: ManagerRng | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """qpos/qvel starting the reference at `frames`, with the configured noise (one row per frame)
+        drawn from `rng` (the env's own by default; a world set's clip draws from its own)."""
+        k, c, rng = len(frames), self.cfg, self.rng if rng is None else rng
         ref = self._reference(frames)
-        joint_pos = ref["joint_pos"] + self.rng.uniform((k, SPACES.action), -c.noise_joint_pos, c.noise_joint_pos)
+        joint_pos = ref["joint_pos"] + rng.uniform((k, SPACES.action), -c.noise_joint_pos, c.noise_joint_pos)
         joint_pos = torch.maximum(torch.minimum(joint_pos, self.joint_hi), self.joint_lo)
         r = self.root
         root_pos = ref["pos"][:, r].clone()
-        root_pos[:, :2] += self.rng.uniform((k, 2), -c.noise_root_pos, c.noise_root_pos)
-        yaw = self.rng.uniform((k,), -c.noise_root_yaw, c.noise_root_yaw)
+        root_pos[:, :2] += rng.uniform((k, 2), -c.noise_root_pos, c.noise_root_pos)
+        yaw = rng.uniform((k,), -c.noise_root_yaw, c.noise_root_yaw)
         root_quat = quat_mul(quat_from_yaw(yaw), ref["quat"][:, r])
         # Free joint: linear velocity in the world frame, angular velocity in the body frame.
         root_ang_local = quat_apply_inverse(root_quat, ref["ang_vel"][:, r])
@@ -352,8 +386,7 @@ class G1MotionTrackingEnv:
         return qpos, qvel
 
     def _reset_envs(self, ids: torch.Tensor) -> None:
-        frames = self.sampler.sample(len(ids))
-        qpos, qvel = self._reset_state(frames)
+        frames, qpos, qvel = self._draw_starts(ids)
         self.backend.reset(ids.cpu().numpy(), qpos.cpu().double().numpy(), qvel.cpu().double().numpy())
         self.start_frame[ids] = frames
         self.episode_step[ids] = 0
@@ -368,8 +401,7 @@ class G1MotionTrackingEnv:
     def _stage_masked_reset(self, mask: torch.Tensor) -> None:
         """Everything of a masked reset but the physics: draw starts, write the backend's reset
         buffers, reset the episode state. In place: a captured step reads and writes these tensors."""
-        frames = self.sampler.sample(self.num_envs)
-        qpos, qvel = self._reset_state(frames)
+        frames, qpos, qvel = self._draw_starts(None)
         self.backend.stage_reset(mask, qpos, qvel)
         self.start_frame.copy_(torch.where(mask, frames, self.start_frame))
         self.episode_step.masked_fill_(mask, 0)
@@ -453,7 +485,7 @@ class G1MotionTrackingEnv:
         truncated = ((self.episode_step >= self.max_episode_steps) | (frame >= self.num_frames - 1)) & ~terminated
         self.last_action = actions.clone()
         done = terminated | truncated
-        self.sampler.record(frame, terminated)
+        self._record_failures(frame, terminated)
         obs, critic = final_obs, final_critic
         ids = done.nonzero(as_tuple=True)[0]
         if len(ids):
@@ -530,7 +562,7 @@ class DeviceStep:
         # at 1024 envs the step is bound by its kernel count, benchmarks/visits/2026-12-05-h100-profile).
         self._observations = (torch.compile(self._observations_after_reset, dynamic=False) if env.compiled
                               else self._observations_after_reset)
-        generators = (env.rng.generator,)
+        generators = env.generators()
         self.steps = (CapturedStep("task_terms_and_reset", self._terms_and_reset, dev, generators, requested=requested),
                       CapturedStep("task_observe", self._observe, dev, generators, requested=requested))
 
@@ -550,7 +582,7 @@ class DeviceStep:
         self.final_obs.copy_(final_obs)
         self.final_critic.copy_(final_critic)
         env.last_action.copy_(self.actions)
-        env.sampler.record(frame, terminated)
+        env._record_failures(frame, terminated)
         env._stage_masked_reset(terminated | truncated)
 
     def _observations_after_reset(self, done: torch.Tensor, final_obs: torch.Tensor, final_critic: torch.Tensor
@@ -609,32 +641,3 @@ def action_scale(cfg: TrackingConfig, joints: list[str], default: torch.Tensor, 
 def episode_return_bound(cfg: TrackingConfig) -> float:
     """Largest per-step reward: every positive term at its maximum of 1."""
     return sum(w for k, w in cfg.weights.items() if w > 0) * cfg.ctrl_dt
-
-
-def build(run: RunConfig, spec: EnvSpec, scene: Path | str | Mapping[str, str] | None,
-          compile_terms: bool) -> BatchedEnv:
-    """The catalogue's builder (soaklab.catalogue.TASKS): one clip's env, or a motion library of
-    one block per clip, each on its clip's scene."""
-    from soaklab.assets.motion import load_motion
-    from soaklab.assets.scene import load_scene
-    from soaklab.contract.layout import block_sizes
-    from soaklab.tasks.g1_tracking.library import MotionLibraryEnv
-    from soaklab.tasks.metrics import clip_labels
-
-    env = run.env
-    if scene is None or env.motion is None:
-        raise InvalidInput("g1_motion_tracking needs the scene and env.motion; run `soaklab assets pull`")
-    tracking = TrackingConfig.from_config(run.task)
-
-    def one(motion: str, scene_path: str, n: int, seed: int) -> G1MotionTrackingEnv:
-        clip = load_motion(Path(motion), load_scene(Path(scene_path)))
-        return G1MotionTrackingEnv(str(scene_path), clip, tracking, n, seed, env.num_threads, env.sampler,
-                                   env.episode_length_s, spec.device, compile_terms, sim=spec.sim)
-
-    if isinstance(env.motion, str):
-        scene_path = scene if not isinstance(scene, Mapping) else scene[env.motion]
-        return one(env.motion, str(scene_path), spec.num_envs, spec.seed)
-    sizes = block_sizes(spec.num_envs, len(env.motion), env.motion_weights)
-    return MotionLibraryEnv(clip_labels(env.motion), [  # each block a group of its own: its seed offset
-        one(m, str(scene[m] if isinstance(scene, Mapping) else scene), n, spec.group(n, k).seed)
-        for k, (m, n) in enumerate(zip(env.motion, sizes, strict=True))])
