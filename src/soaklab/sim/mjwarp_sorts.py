@@ -23,9 +23,10 @@ from typing import Any
 
 import warp as wp
 
+from soaklab.catalogue import BACKENDS
 from soaklab.errors import InvalidInput
+from soaklab.host.determinism import version_tuple
 
-PINNED = "4.0.0"  # the hook names and the pools' layouts below are those of this release
 INT64_MAX = wp.constant(wp.int64(9223372036854775807))
 # The Constraint fields that hold one entry per row (axis 1: njmax, or njmax_pad), in a dense model.
 # jtdaj_* are per JTDAJ block (sparse Newton), Ma is per dof, J_colind and a sparse J per non-zero.
@@ -259,10 +260,13 @@ def sort_constraints(m: Any, d: Any) -> None:
 def install(mjw: Any, m: Any) -> None:
     """Put the two sorts into mujoco_warp's hooks (idempotent). Refused, in one line, on another
     mujoco_warp than the one whose hook names and layouts they follow."""
+    # the hook names and the pools' layouts below are those of this release (the catalogue's
+    # deterministic_exact, also checked when the config is resolved)
+    pinned = dict(BACKENDS["mjwarp"].deterministic_exact)["mujoco-warp"]
     version = metadata.version("mujoco-warp")
-    if version != PINNED:
+    if version_tuple(version) != version_tuple(pinned):
         raise InvalidInput(f"training.deterministic=true: soaklab's contact and constraint sorts follow "
-                           f"mujoco-warp {PINNED}; found mujoco-warp {version}: install mujoco-warp=={PINNED} "
+                           f"mujoco-warp {pinned}; found mujoco-warp {version}: install mujoco-warp=={pinned} "
                            "or set training.deterministic=false")
     from mujoco_warp._src import collision_driver, constraint, types
 
