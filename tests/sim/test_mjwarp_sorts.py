@@ -110,6 +110,8 @@ def shuffle_rows(d, rng) -> None:
     if d.efc.J_rownnz.shape[1]:  # sparse: the non-zeros' storage and the JTDAJ blocks in a random order too
         relayout_nonzeros(d, saved, new_of, rng)
     restore(d.efc, saved)
+    friction = d.dof_frictionadr.numpy()
+    d.dof_frictionadr.assign(np.where(friction >= 0, np.take_along_axis(new_of, np.maximum(friction, 0), 1), friction))
     address, worlds = d.contact.efc_address.numpy(), d.contact.worldid.numpy()
     for c in range(int(d.nacon.numpy()[0])):
         valid = address[c] >= 0
@@ -149,6 +151,8 @@ def valid_rows(d) -> dict[str, np.ndarray]:
     saved = snapshot(d.efc)
     out = {name: np.concatenate([saved[name][w, :nefc[w]].ravel() for w in range(d.nworld)])
            for name in mjwarp_sorts.ROW_FIELDS if saved[name].ndim >= 2 and saved[name].shape[1] >= d.njmax}
+    out["dof_frictionadr"] = d.dof_frictionadr.numpy().copy()  # numpy() is a view on the CPU device
+    assert (out["dof_frictionadr"] >= 0).sum() == d.nworld  # the hinge's friction row, in each world
     if saved["J_rownnz"].shape[1]:
         nnz = [int(saved["J_rownnz"][w, :nefc[w]].sum()) for w in range(d.nworld)]
         nblock = saved["jtdaj_nblock"]
@@ -186,7 +190,7 @@ def test_any_order_of_the_pools_sorts_to_the_same_bits(scene):
 
         restore(d.contact, contacts)
         mjwarp_sorts.sort_constraints(m, d)
-        expected, address = valid_rows(d), d.contact.efc_address.numpy()[:nacon]
+        expected, address = valid_rows(d), d.contact.efc_address.numpy()[:nacon].copy()
         assert (d.nefc.numpy() == nefc).all()
         for w in range(d.nworld):  # MuJoCo's blocks: equality, friction, limit, contact
             assert list(d.efc.type.numpy()[w, :7]) == [0, 0, 0, 1, 3, 6, 6]

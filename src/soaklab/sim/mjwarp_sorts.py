@@ -161,6 +161,15 @@ def _jtdaj_key(nblock: wp.array(dtype=wp.int32), new_row: wp.array2d(dtype=wp.in
         keys[i] = key | wp.int64(head)
 
 
+@wp.kernel(module="unique", enable_backward=False)
+def _remap_rows(new_row: wp.array2d(dtype=wp.int32), rows: wp.array2d(dtype=wp.int32)):
+    """A per-world back-reference into the rows (dof_frictionadr): -1 stays -1."""
+    w, k = wp.tid()
+    row = rows[w, k]
+    if row >= 0 and row < new_row.shape[1]:
+        rows[w, k] = new_row[w, row]
+
+
 def _words(a: Any, lead: int) -> Any:
     """`a` as int32 words, its first `lead` axes kept and the rest flattened (the same storage)."""
     if not a.is_contiguous or wp.types.type_size_in_bytes(a.dtype) % 4:
@@ -215,8 +224,8 @@ def sort_contacts(m: Any, d: Any) -> None:
 
 def sort_constraints(m: Any, d: Any) -> None:
     """Each world's constraint rows in a canonical order: (type, object id), every per-row field
-    permuted, contact.efc_address remapped. The type order keeps MuJoCo's blocks (equality, friction,
-    limit, contact), so ne, nf, nl and nefc stay as they are."""
+    permuted, contact.efc_address and dof_frictionadr remapped. The type order keeps MuJoCo's blocks
+    (equality, friction, limit, contact), so ne, nf, nl and nefc stay as they are."""
     nworld, njmax = d.nworld, d.njmax
     if njmax == 0 or nworld == 0:
         return
@@ -235,6 +244,8 @@ def sort_constraints(m: Any, d: Any) -> None:
         if array.ndim < 2 or array.shape[1] < njmax or (name == "J" and m.is_sparse):
             continue  # dense: J_rownnz and J_rowadr are (nworld, 0); sparse: J holds non-zeros
         _gather_world_rows(_words(array, 2), src_row)
+    if d.dof_frictionadr.size:  # each dof's friction row (the solver reads it)
+        wp.launch(_remap_rows, dim=d.dof_frictionadr.shape, inputs=[new_row], outputs=[d.dof_frictionadr], device=dev)
     if d.naconmax:
         c = d.contact
         wp.launch(_remap_efc_address, dim=c.efc_address.shape, inputs=[d.nacon, c.worldid, new_row],
@@ -268,6 +279,9 @@ def install(mjw: Any, m: Any) -> None:
         raise InvalidInput(f"training.deterministic=true: soaklab's contact and constraint sorts follow "
                            f"mujoco-warp {pinned}; found mujoco-warp {version}: install mujoco-warp=={pinned} "
                            "or set training.deterministic=false")
+    if m.nflex:  # flex equality blocks keep row addresses of their own, which this sort does not follow
+        raise InvalidInput("training.deterministic=true: soaklab's constraint sort does not handle flex bodies "
+                           f"(this model has {m.nflex}): set training.deterministic=false")
     from mujoco_warp._src import collision_driver, constraint, types
 
     names = {f.name for f in dataclasses.fields(types.Constraint)}
