@@ -12,7 +12,7 @@ from soaklab.config.compose import compose
 from soaklab.config.determinism import check_deterministic
 from soaklab.contract.ranks import RankPlan
 from soaklab.errors import InvalidInput
-from soaklab.host.determinism import installed_versions, lacking, version_tuple
+from soaklab.host.determinism import installed_versions, lacking, not_exact, version_tuple
 from tests.conftest import one_line
 
 OWNER = ("--algo", "sac", "--task", "cartpole_swingup", "--sim", "mujoco")
@@ -52,7 +52,16 @@ def test_mjwarp_below_its_deterministic_versions_is_refused_naming_them():
         "on; found warp-lang 1.18.2 (minimum 1.19.0): install those versions or set training.deterministic=false")
     with pytest.raises(InvalidInput, match=r"mujoco-warp not installed \(minimum 4.0.0\)"):
         check_deterministic(composed, RankPlan(), versions=lambda names: {"warp-lang": "1.19.0"})
-    check_deterministic(composed, RankPlan(), versions=lambda names: {"warp-lang": "1.19.0", "mujoco-warp": "4.0.1"})
+    # soaklab's contact and constraint sorts fill mujoco_warp 4.0.0's hooks: another release is refused
+    with pytest.raises(InvalidInput) as caught:
+        check_deterministic(composed, RankPlan(),
+                            versions=lambda names: {"warp-lang": "1.19.0", "mujoco-warp": "4.0.1"})
+    assert str(caught.value) == (
+        "training.deterministic=true: sim mjwarp's deterministic mode installs soaklab's contact and constraint "
+        "sorts into the hooks of mujoco-warp 4.0.0 only; found mujoco-warp 4.0.1 (needs 4.0.0): install that "
+        "version or set training.deterministic=false")
+    check_deterministic(composed, RankPlan(), versions=lambda names: {"warp-lang": "1.19.1", "mujoco-warp": "4.0.0"})
     # the pinned stack, as installed here, has the mode
     assert lacking(BACKENDS["mjwarp"].deterministic, installed_versions(("warp-lang", "mujoco-warp"))) == []
+    assert not_exact(BACKENDS["mjwarp"].deterministic_exact, installed_versions(("mujoco-warp",))) == []
     assert version_tuple("1.19.0.dev3+cu12") == (1, 19, 0) and version_tuple("4.0.0rc1") == (4, 0, 0)

@@ -180,11 +180,17 @@ def test_the_backend_takes_the_priority_of_the_stream_that_builds_it(tracking):
 def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking, monkeypatch):
     """training.deterministic (SOAKLAB_DETERMINISTIC=1 in the process): opt.deterministic = ALL, the
     step still a CUDA graph, and two backends stepped from one state through contacts agree bit for
-    bit (docs/determinism.md)."""
+    bit (docs/determinism.md). Without soaklab's sorts, 64 worlds differed from the first step (H200,
+    max |diff| 1e-5 after one step, 1e-4 after ten)."""
+    from mujoco_warp._src import collision_driver, constraint
+
     from soaklab.host.determinism import ENV
+    from soaklab.sim import mjwarp_sorts
 
     model, dec = tracking
     monkeypatch.setenv(ENV, "1")
+    for module, name in ((collision_driver, "_sort_contacts"), (constraint, "_sort_constraints")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # mujoco_warp's own, back after the test
     n = 64
     qpos, qvel = start_state(model, n, seed=3)
     states = []
@@ -193,6 +199,9 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
         diag = backend.diagnostics()["diagnostics"]
         assert diag["deterministic"] == int(backend._mjw.DeterminismType.ALL)
         assert diag["cuda_graph"]["enabled"] is True, diag["cuda_graph"]
+        # soaklab's sorts fill mujoco_warp 4.0.0's empty CONTACTS and CONSTRAINT hooks (mjwarp_sorts)
+        assert collision_driver._sort_contacts is mjwarp_sorts.sort_contacts
+        assert constraint._sort_constraints is mjwarp_sorts.sort_constraints
         backend.reset(np.arange(n), qpos, qvel)
         backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device="cuda")
                                   .reshape(backend.ctrl_tensor.shape))

@@ -59,6 +59,9 @@ class Backend:
     # setting is refused on it; else the distributions (pip names) and the first version of each whose
     # stepping repeats bit for bit in that mode (empty: it does so as it is, one thread per world).
     deterministic: tuple[tuple[str, str], ...] | None = None
+    # the distributions whose exact release soaklab's own part of that mode follows (mjwarp: the sorts
+    # it installs into mujoco_warp 4.0.0's contact and constraint hooks, soaklab.sim.mjwarp_sorts)
+    deterministic_exact: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     # opt.deterministic and warp's DeterministicMode appeared in these releases
     Backend("mjwarp", "soaklab.sim.mjwarp:MjwarpBackend", DEVICE_RESIDENT,
             ("python", "torch", "mujoco", "warp", "mujoco_warp"), module="mujoco_warp",
-            deterministic=(("warp-lang", "1.19.0"), ("mujoco-warp", "4.0.0"))),
+            deterministic=(("warp-lang", "1.19.0"), ("mujoco-warp", "4.0.0")),
+            deterministic_exact=(("mujoco-warp", "4.0.0"),)),
 )}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
@@ -185,6 +189,11 @@ def _field_error(entry: Algorithm | Task | Backend, field: str) -> str | None:
     elif field == "versions":
         if type(value) is not tuple or not all(isinstance(v, str) and VERSION.match(v) for v in value):
             return "must be a tuple of package names"
+    elif field == "deterministic_exact":
+        if not (type(value) is tuple and all(
+                type(p) is tuple and len(p) == 2 and all(isinstance(v, str) and VERSION.match(v) for v in p)
+                for p in value)):
+            return "must be a tuple of (distribution, version) pairs"
     elif field == "deterministic":
         if value is not None and not (type(value) is tuple and all(
                 type(p) is tuple and len(p) == 2 and all(isinstance(v, str) and VERSION.match(v) for v in p)

@@ -15,7 +15,7 @@ from soaklab.catalogue import BACKENDS
 from soaklab.config.compose import ComposedConfig
 from soaklab.contract.ranks import RankPlan
 from soaklab.errors import InvalidInput, SettingError
-from soaklab.host.determinism import installed_versions, lacking
+from soaklab.host.determinism import installed_versions, lacking, not_exact
 
 KEY = "training.deterministic"
 
@@ -37,6 +37,13 @@ def check_deterministic(composed: ComposedConfig, ranks: RankPlan,
             raise InvalidInput(f"{KEY}=true: sim {composed.sim} repeats bit for bit only from "
                                f"{', '.join(f'{n} {v}' for n, v in backend.deterministic)} on; found "
                                f"{', '.join(short)}: install those versions or set {KEY}=false")
+    if backend.deterministic_exact:
+        other = not_exact(backend.deterministic_exact, versions(tuple(n for n, _ in backend.deterministic_exact)))
+        if other:
+            raise InvalidInput(f"{KEY}=true: sim {composed.sim}'s deterministic mode installs soaklab's contact "
+                               f"and constraint sorts into the hooks of "
+                               f"{', '.join(f'{n} {v}' for n, v in backend.deterministic_exact)} only; found "
+                               f"{', '.join(other)}: install that version or set {KEY}=false")
     if ranks.parallel:
         # Each rank's gradients meet in an all-reduce whose reduction order the transport picks.
         raise SettingError("training.dp_ranks", composed.get("training.dp_ranks"),

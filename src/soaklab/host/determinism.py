@@ -68,6 +68,13 @@ def lacking(minimums: tuple[tuple[str, str], ...], found: dict[str, str | None])
     return out
 
 
+def not_exact(pins: tuple[tuple[str, str], ...], found: dict[str, str | None]) -> list[str]:
+    """The distributions of `pins` (a backend's `deterministic_exact`) that `found` lacks or holds at
+    another release, each as 'name VERSION (needs PIN)'."""
+    return [f"{name} {found.get(name) or 'not installed'} (needs {pin})" for name, pin in pins
+            if found.get(name) is None or version_tuple(found[name]) != version_tuple(pin)]
+
+
 def installed_versions(names: tuple[str, ...]) -> dict[str, str | None]:
     """The installed versions of the distributions `names` (None: not installed), read from their
     metadata: nothing is imported."""

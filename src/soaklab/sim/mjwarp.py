@@ -108,6 +108,11 @@ class MjwarpBackend:
             # Before put_data: the solver's scratch is sized by it.
             if determinism.enabled():
                 self.m.opt.deterministic = int(mjw.DeterminismType.ALL)
+                # mujoco_warp 4.0.0 leaves its CONTACTS and CONSTRAINT sorts as empty hooks: soaklab's
+                # fill them (only in this mode; soaklab.sim.mjwarp_sorts).
+                from soaklab.sim import mjwarp_sorts
+
+                mjwarp_sorts.install(mjw, self.m)
             self.d = mjw.put_data(model, data, nworld=n, nconmax=nconmax, njmax=njmax)
             self._mask = wp.zeros(n, dtype=bool)
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
