@@ -75,3 +75,58 @@ def test_a_good_commit_that_cannot_be_judged_is_refused_and_nothing_else_runs(cl
     assert not any((logs[0].parent.parent / "worktrees").iterdir())
     # .soaklab/ ignores itself: the repository's status shows the user's edit and nothing of the bisect's
     assert (repo / "NOTES").read_text() == "uncommitted\n" and _git(repo, "status", "--short") == "M NOTES"
+
+
+@pytest.mark.parametrize(("out", "words"), [
+    ("records/ci-dag/record.yaml", "must end in .json"),
+    ("records/result.json", "inside the records folder"),
+    (".soaklab/bisect/result.json", "inside the bisections' state"),
+    ("tracked.json", "a file git tracks in"),
+    ("notes.json", "an existing file that is not JSON"),
+])
+def test_an_out_over_what_the_bisection_reads_or_keeps_is_refused_before_anything_runs(cli, monkeypatch, repo, out,
+                                                                                        words):
+    (repo / "tracked.json").write_text("{}\n")
+    _git(repo, "add", "tracked.json")
+    _git(repo, "commit", "-q", "-m", "a tracked JSON file")
+    (repo / ".soaklab" / "bisect").mkdir(parents=True)
+    (repo / "notes.json").write_text("not json\n")
+    before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    result = _bisect(cli, monkeypatch, repo, "--good", "HEAD~2", "--bad", "HEAD", "--out", out)
+    assert result.code == 2 and f"--out {repo / out}: {words}" in one_line(result.err)
+    assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts} == before
+
+
+def test_a_second_bisection_of_the_same_range_is_refused_while_the_first_holds_it(cli, monkeypatch, repo):
+    """The lock is the first run's: the second exits at once naming its pid, and removes nothing."""
+    good, bad = _git(repo, "rev-parse", "HEAD~2"), _git(repo, "rev-parse", "HEAD")
+    folder = repo / ".soaklab" / "bisect" / f"ci-dag-{good[:7]}-{bad[:7]}"
+    (folder / "worktrees" / "live").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               f"f = open({str(folder / 'lock')!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "f.write('4242\\n'); f.flush(); print('held', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        result = _bisect(cli, monkeypatch, repo, "--good", "HEAD~2", "--bad", "HEAD")
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert result.code == 2 and (f"record ci-dag: a bisection of {good[:7]}..{bad[:7]} is running (pid 4242"
+                                 in one_line(result.err))
+    assert (folder / "worktrees" / "live").is_dir() and not (folder / "logs").exists()
+
+
+def test_a_relative_python_runs_and_an_end_skipped_before_is_judged_again(cli, monkeypatch, repo):
+    """--python ./py (relative to where the command runs, not the worktree) reaches the commit's
+    workflow; the good commit it could not judge is judged again by the next run, not refused from the
+    state."""
+    (repo / "py").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (repo / "py").chmod(0o755)
+    monkeypatch.chdir(repo)
+    good = _git(repo, "rev-parse", "HEAD~2")
+    for _ in range(2):
+        result = cli("record", "bisect", "ci-dag", "--good", "HEAD~2", "--bad", "HEAD", "--python", "./py")
+        assert result.code == 2 and f"--good {good[:7]} could not be judged (no comparison" in one_line(result.err)
+        assert f"good {good[:7]} 'commit 0': reproducing" in result.out
+    assert "this commit does not run" in next((repo / ".soaklab" / "bisect").rglob("*.log")).read_text()
