@@ -110,7 +110,8 @@ def test_a_comparison_of_another_record_or_with_many_records_is_refused(cli, tmp
     # a gpu record's history takes no point of a cpu machine (it would be a machine kind of its own)
     comparison["machine"]["now"] = "cpu: x86_64 AVX2 AMD, 2 threads, inductor task terms"
     (tmp_path / "c.json").write_text(json.dumps(comparison))
-    result = cli("record", "history", "gpu-learning", "--out-dir", tmp_path / "out", "--comparison", tmp_path / "c.json")
+    result = cli("record", "history", "gpu-learning", "--out-dir", tmp_path / "out",
+                 "--comparison", tmp_path / "c.json")
     assert result.code == 2 and "not a gpu machine as record gpu-learning is" in one_line(result.err)
     # the name as typed, not the folder it resolves to; the records folder is an input
     result = cli("record", "history", "../records", "--records", REPO / "records" / NAME, "--out-dir", tmp_path / "out")
