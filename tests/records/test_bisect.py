@@ -130,3 +130,28 @@ def test_a_relative_python_runs_and_an_end_skipped_before_is_judged_again(cli, m
         assert result.code == 2 and f"--good {good[:7]} could not be judged (no comparison" in one_line(result.err)
         assert f"good {good[:7]} 'commit 0': reproducing" in result.out
     assert "this commit does not run" in next((repo / ".soaklab" / "bisect").rglob("*.log")).read_text()
+
+
+def test_a_skipped_candidate_stays_skipped_on_resume_and_retry_skipped_judges_it_again(cli, monkeypatch, repo):
+    """A state whose ends were judged and whose middle commit was skipped (its run left no comparison):
+    resumed, it answers from the state and says how to retry; with --retry-skipped the middle commit is
+    reproduced again (its workflow still dies: skipped again, named beside the answer)."""
+    from soaklab.records.bisect import Step
+    from soaklab.records.bisection import new_state, save
+
+    good, middle, bad = _git(repo, "rev-list", "--reverse", "HEAD").split()
+    state = new_state("ci-dag", good, bad, [good, middle, bad])
+    for commit, verdict in ((good, "good"), (middle, "skip"), (bad, "bad")):
+        state["steps"][commit] = Step(verdict, "made by the test", None, (), "-", 0.0).as_json()
+    save(repo / ".soaklab" / "bisect" / f"ci-dag-{good[:7]}-{bad[:7]}" / "state.json", state)
+    result = _bisect(cli, monkeypatch, repo, "--good", "HEAD~2", "--bad", "HEAD")
+    assert result.code == 0, result.err
+    assert "1 skipped candidate(s) kept: --retry-skipped judges them again" in result.out
+    assert "reproducing" not in result.out
+    assert f"or one of the skipped commits before it: {middle[:7]}" in result.out
+    result = _bisect(cli, monkeypatch, repo, "--good", "HEAD~2", "--bad", "HEAD", "--retry-skipped")
+    assert result.code == 0, result.err
+    assert f"candidate {middle[:7]} 'commit 1': reproducing" in result.out
+    assert f"{middle[:7]}: skipped (no comparison written" in result.out
+    assert f"or one of the skipped commits before it: {middle[:7]}" in result.out
+    assert (repo / "NOTES").read_text() == "uncommitted\n" and _git(repo, "worktree", "list").count("\n") == 0
