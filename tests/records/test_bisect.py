@@ -49,8 +49,7 @@ def _bisect(cli, monkeypatch, repo, *args):
 def test_revisions_that_name_no_usable_range_are_refused(cli, monkeypatch, repo, args, words):
     result = _bisect(cli, monkeypatch, repo, *args)
     assert result.code == 2 and words in one_line(result.err)
-    assert (repo / "NOTES").read_text() == "uncommitted\n"
-    assert not (repo / ".soaklab" / "bisect").exists() or not any((repo / ".soaklab" / "bisect").rglob("*.log"))
+    assert (repo / "NOTES").read_text() == "uncommitted\n" and not (repo / ".soaklab").exists()
 
 
 def test_a_record_missing_at_the_bad_commit_and_a_bad_name_are_refused(cli, monkeypatch, repo):
@@ -59,7 +58,7 @@ def test_a_record_missing_at_the_bad_commit_and_a_bad_name_are_refused(cli, monk
     assert result.code == 2 and "record no-such: no records/no-such/record.yaml at --bad" in one_line(result.err)
     result = cli("record", "bisect", "../ci-dag", "--good", "HEAD~2", "--bad", "HEAD")
     assert result.code == 2 and "not a record name" in one_line(result.err)
-    assert not list((repo / ".soaklab").rglob("*.log"))
+    assert not (repo / ".soaklab").exists()
 
 
 def test_a_good_commit_that_cannot_be_judged_is_refused_and_nothing_else_runs(cli, monkeypatch, repo):

@@ -122,11 +122,15 @@ def setup_hash(repo: Path, commit: str) -> str:
     return sha256(" ".join(blobs).encode()).hexdigest()[:16]
 
 
+def require_record(repo: Path, commit: str, name: str) -> None:
+    if git(repo, "cat-file", "-t", f"{commit}:records/{name}/record.yaml", check=False) != "blob":
+        raise InvalidInput(f"record {name}: no records/{name}/record.yaml at --bad {commit[:7]}")
+
+
 def extract_record(repo: Path, commit: str, name: str, dest: Path) -> Path:
     """records/<name> as it is at `commit`, written under `dest` (the archive's members filtered as
     untrusted data: no links out, no absolute paths)."""
-    if git(repo, "cat-file", "-t", f"{commit}:records/{name}/record.yaml", check=False) != "blob":
-        raise InvalidInput(f"record {name}: no records/{name}/record.yaml at --bad {commit[:7]}")
+    require_record(repo, commit, name)
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     archive = dest.parent / f".{dest.name}.tar"
@@ -287,8 +291,7 @@ class Bisector:
 
     # -- the search -------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        commits = first_parent_line(self.repo, self.good, self.bad)
+    def run(self, commits: list[str]) -> dict[str, Any]:
         state = bisection.load(self.state_file, self.request.record, self.good, self.bad, commits)
         # A skip is no verdict on the commit, only on that run of it: the good and bad ends are judged
         # again on every new run (a transient failure there would otherwise refuse for good), and
@@ -420,12 +423,14 @@ def bisect(request: Request, where: Path, say: Callable[[str], None] = lambda li
         check_out(repo, where / request.out)
     good = resolve(repo, "--good", request.good)
     bad = resolve(repo, "--bad", request.bad)
+    commits = first_parent_line(repo, good, bad)
+    require_record(repo, bad, request.record)
     bisector = Bisector(repo, request, good, bad, say)
-    with bisector.locked():
+    with bisector.locked():  # nothing is written under .soaklab/ before this point
         # SIGTERM as Ctrl-C: the step's processes are stopped, the state stays, the worktree goes.
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            result = bisector.run()
+            result = bisector.run(commits)
         except KeyboardInterrupt:
             bisector.prune()
             raise RuntimeFailure(f"record {request.record}: bisect interrupted; the verdicts so far are in "
