@@ -75,8 +75,9 @@ def test_history_keeps_machine_kinds_apart_and_judges_a_drift_each_band_missed(c
 
     out = tmp_path / "history"
     monkeypatch.chdir(root)
+    # the comparison given twice is one point: a run cannot supply its own lookback
     result = cli("record", "history", NAME, "--out-dir", out, "--comparison", tmp_path / "comparison.json",
-                 "--fail-on-regression")
+                 "--comparison", tmp_path / "comparison.json", "--fail-on-regression")
     assert result.code == 1, result.err
     doc = json.loads((out / f"{NAME}.json").read_text())
     assert [(p["source"], p["machine"]) for p in doc["points"]] == [
@@ -106,4 +107,20 @@ def test_a_comparison_of_another_record_or_with_many_records_is_refused(cli, tmp
     assert result.code == 2 and "name that record alone" in one_line(result.err)
     result = cli("record", "history", "--out-dir", tmp_path / "out")
     assert result.code == 2 and "name the records, or pass --all" in one_line(result.err)
-    assert not (tmp_path / "out").exists()
+    # a gpu record's history takes no point of a cpu machine (it would be a machine kind of its own)
+    comparison["machine"]["now"] = "cpu: x86_64 AVX2 AMD, 2 threads, inductor task terms"
+    (tmp_path / "c.json").write_text(json.dumps(comparison))
+    result = cli("record", "history", "gpu-learning", "--out-dir", tmp_path / "out",
+                 "--comparison", tmp_path / "c.json")
+    assert result.code == 2 and "not a gpu machine as record gpu-learning is" in one_line(result.err)
+    # the name as typed, not the folder it resolves to; the records folder is an input
+    result = cli("record", "history", "../records", "--records", REPO / "records" / NAME, "--out-dir", tmp_path / "out")
+    assert result.code == 2 and "record '../records': not a record name" in one_line(result.err)
+    result = cli("record", "history", NAME, "--out-dir", REPO / "records" / NAME)
+    assert result.code == 2 and "--out-dir" in one_line(result.err) and "is inside the input --records" in result.err
+    assert not (tmp_path / "out").exists() and not (REPO / "records" / NAME / f"{NAME}.json").exists()
+    # records outside a soaklab checkout: the specs cannot be checked against the workflow's schema
+    shutil.copytree(REPO / "records" / NAME, tmp_path / "copy" / "records" / NAME)
+    monkeypatch.chdir(tmp_path / "copy")
+    result = cli("record", "history", NAME, "--out-dir", tmp_path / "out")
+    assert result.code == 2 and "--records records: not in a soaklab checkout" in one_line(result.err)

@@ -136,9 +136,10 @@ def cmd_record_update(args: argparse.Namespace) -> int:
 
 
 def cmd_record_bisect(args: argparse.Namespace) -> int:
-    from soaklab.records.bisect import Request, bisect, write_result
+    from soaklab.records.bisect import Request, bisect
 
-    request = Request(args.name, args.good, args.bad, args.python, args.cores, tuple(args.passthrough))
+    request = Request(args.name, args.good, args.bad, args.python, args.cores, tuple(args.passthrough), args.out,
+                      args.retry_skipped)
     result = bisect(request, Path.cwd())
     print(f"record {result['record']}: first commit that does not reproduce it: {result['first_bad'][:7]} "
           f"{result['subject']!r}")
@@ -153,25 +154,33 @@ def cmd_record_bisect(args: argparse.Namespace) -> int:
     if result["skipped"]:
         print(f"  skipped (did not build or run): {', '.join(c[:7] for c in result['skipped'])}")
     steps = result["steps"]
-    print(f"  {len(steps)} commit(s) reproduced in {sum(s['seconds'] for s in steps):.0f} s; {result['state']}")
-    if args.out:
-        write_result(result, args.out)
+    print(f"  {len(steps)} commit(s) reproduced in {sum(s['seconds'] for s in steps):.0f} s; {result['state']}"
+          + (f"; {args.out}" if args.out else ""))
     return 0
 
 
 def cmd_record_history(args: argparse.Namespace) -> int:
+    from soaklab.files.outpaths import refuse_overlaps
     from soaklab.records import history, history_page, store
-    from soaklab.records.plan import record_folders
+    from soaklab.records.plan import NAME, record_folders
 
     if bool(args.names) == args.all:
         raise InvalidInput("record history: name the records, or pass --all (not both)")
+    for name in args.names:  # the name as typed, not the folder it resolves to (`../x`)
+        if not NAME.match(name):
+            raise InvalidInput(f"record {name!r}: not a record name (lower-case letters, digits and '-')")
+    schema = args.records.absolute().parent / "workflow" / "schemas" / "config.schema.yaml"
+    if not schema.is_file():  # the record specs are checked against the workflow's own schema
+        raise InvalidInput(f"--records {args.records}: not in a soaklab checkout (no workflow/schemas/"
+                           "config.schema.yaml beside it); run it from the repository root")
+    refuse_overlaps({"--records": args.records}, {"--out-dir": args.out_dir})
     names = args.names or [folder.name for folder in record_folders(args.records)]
     records = [store.load(args.records, name) for name in names]  # a bad spec or name: exit 2 before anything
     comparisons = history.read_comparisons(args.comparison or [])
     if comparisons and len(records) != 1:
         raise InvalidInput("--comparison: adds to one record's history; name that record alone")
     if comparisons:
-        history.check_record_of(comparisons, records[0].name)
+        history.check_record_of(comparisons, records[0])
     from soaklab.records.bisect import toplevel
 
     try:
@@ -249,7 +258,10 @@ def add_record_commands(sub: Any) -> None:
                         help="one interpreter for every commit (default: each commit's `make setup` environment, "
                              "one per set-up hash, reused)")
     bisect.add_argument("--cores", type=int, default=1, help="Snakemake's --cores for each commit")
-    bisect.add_argument("--out", type=Path, help="the result as JSON")
+    bisect.add_argument("--out", type=Path, help="the result as JSON (outside records/, .soaklab/ and the "
+                        "repository's tracked files; the state file holds it too)")
+    bisect.add_argument("--retry-skipped", action="store_true",
+                        help="judge again the commits an earlier run skipped (the good and bad ends always are)")
     bisect.set_defaults(func=cmd_record_bisect, passthrough=[])
 
     hist = record.add_parser("history", help="a record's sets, kept reproductions and CI results over commits, "

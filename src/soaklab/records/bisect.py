@@ -23,6 +23,7 @@ interpreter for every commit instead (CI: no environments built).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -31,13 +32,14 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.files.jsonfiles import read_json, write_json_atomic
+from soaklab.files.outpaths import check_out_file
 from soaklab.records import bisection
 from soaklab.records.bisection import BAD, GOOD, SKIP
 from soaklab.records.plan import NAME, RecordError, load_record
@@ -57,6 +59,8 @@ class Request:
     python: Path | None  # one interpreter for every commit, else an environment per set-up hash
     cores: int
     snakemake_args: tuple[str, ...]
+    out: Path | None = None  # the result JSON (checked before anything runs)
+    retry_skipped: bool = False  # re-judge the candidates an earlier run skipped
 
 
 @dataclass(frozen=True)
@@ -118,11 +122,15 @@ def setup_hash(repo: Path, commit: str) -> str:
     return sha256(" ".join(blobs).encode()).hexdigest()[:16]
 
 
+def require_record(repo: Path, commit: str, name: str) -> None:
+    if git(repo, "cat-file", "-t", f"{commit}:records/{name}/record.yaml", check=False) != "blob":
+        raise InvalidInput(f"record {name}: no records/{name}/record.yaml at --bad {commit[:7]}")
+
+
 def extract_record(repo: Path, commit: str, name: str, dest: Path) -> Path:
     """records/<name> as it is at `commit`, written under `dest` (the archive's members filtered as
     untrusted data: no links out, no absolute paths)."""
-    if git(repo, "cat-file", "-t", f"{commit}:records/{name}/record.yaml", check=False) != "blob":
-        raise InvalidInput(f"record {name}: no records/{name}/record.yaml at --bad {commit[:7]}")
+    require_record(repo, commit, name)
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     archive = dest.parent / f".{dest.name}.tar"
@@ -161,6 +169,29 @@ class Bisector:
         self.worktrees = self.folder / "worktrees"
         self.logs = self.folder / "logs"
         self.envs = repo / STATE_DIR / "envs"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """This bisection's folder, held by this process alone: a second run of the same range (another
+        terminal, a CI retry) would remove the first's live worktree and write its skips into the state."""
+        own = self.repo / STATE_DIR.parts[0]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not (own / ".gitignore").is_file():  # ignored by any checkout's git status, whatever its .gitignore says
+            (own / ".gitignore").write_text("*\n")
+        with open(self.folder / "lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                raise InvalidInput(f"record {self.request.record}: a bisection of {self.good[:7]}..{self.bad[:7]} "
+                                   f"is running (pid {holder}, lock {self.folder / 'lock'}); wait for it or stop "
+                                   "it") from None
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+            yield  # the lock goes with the file's close (or the process's end)
 
     # -- worktrees and environments ------------------------------------------------------------
 
@@ -260,14 +291,16 @@ class Bisector:
 
     # -- the search -------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        commits = first_parent_line(self.repo, self.good, self.bad)
+    def run(self, commits: list[str]) -> dict[str, Any]:
         state = bisection.load(self.state_file, self.request.record, self.good, self.bad, commits)
+        # A skip is no verdict on the commit, only on that run of it: the good and bad ends are judged
+        # again on every new run (a transient failure there would otherwise refuse for good), and
+        # with --retry-skipped every skipped candidate too.
+        retried = [c for c, s in state["steps"].items() if s["verdict"] == SKIP
+                   and (self.request.retry_skipped or c in (self.good, self.bad))]
+        for commit in retried:
+            del state["steps"][commit]
         resumed = bool(state["steps"])
-        own = self.repo / STATE_DIR.parts[0]
-        own.mkdir(exist_ok=True)
-        if not (own / ".gitignore").is_file():  # ignored by any checkout's git status, whatever its .gitignore says
-            (own / ".gitignore").write_text("*\n")
         self.prune()
         reference = extract_record(self.repo, self.bad, self.request.record, self.folder / "reference")
         name = self.request.record
@@ -275,7 +308,10 @@ class Bisector:
                  f"(bad's first-parent line), about {bisection.bounds(commits, {}).steps_left} step(s); "
                  f"the record as at {self.bad[:7]}, {how_judged(reference)}")
         if resumed:
-            self.say(f"bisect {name}: resuming from {self.state_file} ({len(state['steps'])} commit(s) judged)")
+            kept = sum(s["verdict"] == SKIP for s in state["steps"].values())
+            self.say(f"bisect {name}: resuming from {self.state_file} ({len(state['steps'])} commit(s) judged"
+                     + (f", {kept} skipped candidate(s) kept: --retry-skipped judges them again" if kept else "")
+                     + (f"; judging again {len(retried)} skipped in an earlier run" if retried else "") + ")")
         for commit, expected in ((self.good, GOOD), (self.bad, BAD)):
             step = self.judge(state, commit, reference, "good" if expected == GOOD else "bad")
             if step["verdict"] != expected:
@@ -349,34 +385,63 @@ def judged(comparison: Path, code: int, log: str, seconds: float) -> Step:
     return Step(GOOD if verdict == "pass" else BAD, headline, first, failed, log, seconds)
 
 
+def check_out(repo: Path, out: Path) -> None:
+    """--out: a JSON file of its own, outside what the bisection reads and keeps (the repository's
+    tracked files, records/, .soaklab/), and not over a file that is not JSON (exit 2 before anything runs)."""
+    check_out_file(out, ".json")
+    real = Path(os.path.realpath(out))
+    for kept, what in ((repo / "records", "the records folder"), (repo / STATE_DIR.parts[0], "the bisections' state")):
+        base = Path(os.path.realpath(kept))
+        if real == base or base in real.parents:
+            raise InvalidInput(f"--out {out}: inside {what} ({base}); write the result elsewhere")
+    root = Path(os.path.realpath(repo))
+    if root in real.parents and git(repo, "ls-files", "--error-unmatch", "--", str(real.relative_to(root)),
+                                    check=False):
+        raise InvalidInput(f"--out {out}: a file git tracks in {repo}; write the result elsewhere")
+    if real.exists():
+        try:
+            read_json(real)
+        except (OSError, ValueError):
+            raise InvalidInput(f"--out {out}: an existing file that is not JSON; choose another path") from None
+
+
 def bisect(request: Request, where: Path, say: Callable[[str], None] = lambda line: print(line, flush=True)
            ) -> dict[str, Any]:
     """Check the request, then search (InvalidInput before anything runs for a bad one)."""
     if not NAME.match(request.record):
         raise InvalidInput(f"record {request.record!r}: not a record name (lower-case letters, digits and '-')")
     repo = toplevel(where)
-    if request.python is not None and not (request.python.is_file() and os.access(request.python, os.X_OK)):
-        raise InvalidInput(f"--python={request.python}: not an executable interpreter")
+    if request.python is not None:
+        # Absolute, not resolved: each step runs in its worktree, and a venv's python is a symlink whose
+        # target would lose the venv.
+        request = replace(request, python=Path(os.path.abspath(where / request.python)))
+        if not (request.python.is_file() and os.access(request.python, os.X_OK)):
+            raise InvalidInput(f"--python={request.python}: not an executable interpreter")
     if request.cores < 1:
         raise InvalidInput(f"--cores={request.cores}: expected an integer >= 1")
+    if request.out is not None:
+        check_out(repo, where / request.out)
     good = resolve(repo, "--good", request.good)
     bad = resolve(repo, "--bad", request.bad)
+    commits = first_parent_line(repo, good, bad)
+    require_record(repo, bad, request.record)
     bisector = Bisector(repo, request, good, bad, say)
-    # SIGTERM as Ctrl-C: the step's processes are stopped, the state stays, the worktree goes.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return bisector.run()
-    except KeyboardInterrupt:
-        bisector.prune()
-        raise RuntimeFailure(f"record {request.record}: bisect interrupted; the verdicts so far are in "
-                             f"{bisector.state_file}: run the same command again to resume") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with bisector.locked():  # nothing is written under .soaklab/ before this point
+        # SIGTERM as Ctrl-C: the step's processes are stopped, the state stays, the worktree goes.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            result = bisector.run(commits)
+        except KeyboardInterrupt:
+            bisector.prune()
+            raise RuntimeFailure(f"record {request.record}: bisect interrupted; the verdicts so far are in "
+                                 f"{bisector.state_file}: run the same command again to resume") from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if request.out is not None:
+        write_json_atomic(where / request.out, result)
+    return result
 
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
-
-def write_result(result: dict[str, Any], out: Path) -> None:
-    write_json_atomic(out, result)

@@ -204,8 +204,14 @@ def gather(repo: Path | None, record: Record, comparisons: list[tuple[dict[str, 
             return None
 
     points += _points_of(ids, read_tree, "working tree", seen)
+    given = set()
     for comparison, stored in comparisons:
-        points.append(comparison_point(comparison, run_key(spec), stored))
+        point = comparison_point(comparison, run_key(spec), stored)
+        # One reproduction is one point, however often it is given: a run may not supply its own lookback.
+        key = (point["commit"], point["date"], point["machine"])
+        if key not in given:
+            given.add(key)
+            points.append(point)
     return sorted(points, key=lambda p: str(p.get("date") or ""))
 
 
@@ -278,7 +284,13 @@ def read_comparisons(paths: list[Path]) -> list[tuple[dict[str, Any], str]]:
     return out
 
 
-def check_record_of(comparisons: list[tuple[dict[str, Any], str]], name: str) -> None:
+def check_record_of(comparisons: list[tuple[dict[str, Any], str]], record: Record) -> None:
+    """Each comparison is of this record, on a machine of its class (cpu or gpu): a cpu-labelled point
+    would join a gpu record's history as a machine kind of its own."""
     for comparison, path in comparisons:
-        if comparison.get("record") != name:
-            raise InvalidInput(f"{path}: a comparison of record {comparison.get('record')!r}, not {name}")
+        if comparison.get("record") != record.name:
+            raise InvalidInput(f"{path}: a comparison of record {comparison.get('record')!r}, not {record.name}")
+        machine = str((comparison.get("machine") or {}).get("now") or "")
+        if machine.partition(":")[0] != record.machine:
+            raise InvalidInput(f"{path}: a comparison on machine {machine!r}, not a {record.machine} machine as "
+                               f"record {record.name} is")
