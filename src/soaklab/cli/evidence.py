@@ -44,10 +44,19 @@ def cmd_diff_runs(args: argparse.Namespace) -> int:
     for run in (a, b):
         if not run.is_dir():
             raise InvalidInput(f"{run}: not a run dir")
+    if a.resolve() == b.resolve():
+        raise InvalidInput(f"{b}: is {a} again; give two different run dirs")
+    configs = same_run.config_difference(a, b)  # before any tensor: an edit is not nondeterminism
+    if configs is not None:
+        print(f"diff-runs: configs differ: {configs}; the runs were not asked to compute the same thing")
+        return 1
     traced = [(run / trace.TRACE_DIR).is_dir() for run in (a, b)]
     if any(traced):
         ta, tb = trace.read_trace(a), trace.read_trace(b)  # one without a trace is refused, naming it
         found = trace.first_difference(ta, tb)
+        if found is not None and (ends := trace.ends_line(ta, tb, found)) is not None:
+            print(f"diff-runs: {ends}")
+            return 1
         if found is not None:
             print(f"diff-runs: {found.line()}")
             values = trace.values_line(a, b, found)

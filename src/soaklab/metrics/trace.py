@@ -51,6 +51,7 @@ def read_trace(run_dir: Path) -> dict[tuple[int, str], dict[str, str]]:
     for path in files:
         with path.open("rb") as handle:
             lines = handle.readlines(1 << 34)
+        records = 0
         for number, raw in enumerate(lines, 1):
             record = _record(raw)
             if record is None:
@@ -58,7 +59,31 @@ def read_trace(run_dir: Path) -> dict[tuple[int, str], dict[str, str]]:
                     continue  # cut by a kill
                 raise InvalidInput(f"{path}:{number}: not a trace record (step, stage, digests)")
             out[(record["step"], record["stage"])] = record["digests"]
+            records += 1
+        if not records:
+            raise InvalidInput(f"{path}: an empty trace (no step recorded); the run ended before its first step "
+                               "or the file was emptied; trace it again")
     return out
+
+
+def last_step(trace: dict[tuple[int, str], dict[str, str]], stage: str | None = None) -> int:
+    """The last step the trace holds (of `stage`; -1: none)."""
+    return max((step for step, s in trace if stage in (None, s)), default=-1)
+
+
+def ends_line(a: dict[tuple[int, str], dict[str, str]], b: dict[tuple[int, str], dict[str, str]],
+              diff: Difference) -> str | None:
+    """Where the difference is only that one trace stops before the other (a killed or shorter run):
+    which one ends where, else None."""
+    if diff.a is not None and diff.b is not None:
+        return None
+    short, other = ("B", "A") if diff.b is None else ("A", "B")
+    traces = {"A": a, "B": b}
+    if not 0 <= last_step(traces[short], diff.stage) < diff.step:  # a stage it lacks, or a tensor of one
+        return None
+    return (f"{short}'s {diff.stage} trace ends at step {last_step(traces[short], diff.stage)} ({other}'s at "
+            f"{last_step(traces[other], diff.stage)}); equal up to there (a killed or shorter run, not a "
+            "difference in what they computed)")
 
 
 def _record(raw: bytes) -> dict[str, Any] | None:
