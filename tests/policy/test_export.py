@@ -310,6 +310,23 @@ def test_deploy_check_of_cartpole_agrees_with_the_task_itself(cli, tmp_path, car
                        "mean_episode_steps": float(lengths.mean())}
 
 
+def test_deploy_check_never_writes_over_the_runs_evidence(cli, tmp_path, cartpole_run, cartpole_policy):
+    """The ONNX's folder is its run dir: its summary, progress, contract and parity are refused as
+    --out (nothing changes); an earlier deploy-check record there may be written again."""
+    for name in ("run_summary.json", "progress.json", "policy.contract.json", "policy.parity.json"):
+        before = (cartpole_run / name).read_bytes()
+        result = cli("deploy-check", cartpole_policy, "--episodes", "1", "--out", cartpole_run / name)
+        assert result.code == 2 and f"--out {cartpole_run / name}: is " in one_line(result.err), result.err
+        assert (cartpole_run / name).read_bytes() == before
+    again = cartpole_run / "deploy_check.json"
+    again.write_text(json.dumps({"kind": "deploy_check"}))
+    try:
+        result = cli("deploy-check", cartpole_policy, "--episodes", "1", "--out", again)
+        assert result.code == 0 and json.loads(again.read_text())["probe"]["steps"] == 3, result.err
+    finally:
+        again.unlink()
+
+
 def feed(policy: Path, steps: int) -> str:
     """examples/feed_policy.py on `policy`, as another program runs it: its own process."""
     from tests.conftest import REPO

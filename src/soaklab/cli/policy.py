@@ -66,10 +66,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_deploy_check(args: argparse.Namespace) -> int:
     from soaklab.deploy.check import deploy_check
     from soaklab.files.jsonfiles import write_json_atomic
-    from soaklab.files.outpaths import check_out_file
+    from soaklab.files.outpaths import check_out_file, refuse_over_policy_folder
 
     if args.out is not None:
         check_out_file(args.out, ".json")
+        refuse_over_policy_folder(args.onnx, args.out)
     record = deploy_check(args.onnx, args.clip, args.episodes, args.seed)
     if args.out is not None:
         write_json_atomic(args.out, record)
