@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 
 import mujoco
 import numpy as np
@@ -38,16 +39,16 @@ def relative_quat(robot: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 class Robot:
-    def __init__(self, contract: dict) -> None:
+    def __init__(self, contract: dict, assets: str) -> None:
         self.c = contract
         clip = contract["clips"][0] if contract["clips"] else None
-        # A model built in code travels inside the contract; an asset model is named by path and hash
-        # (a real deployment checks the SHA-256, as `soaklab deploy-check` does).
+        # A model built in code travels inside the contract; an asset model is named by its path in the
+        # asset tree and its hash (a real deployment checks the SHA-256, as `soaklab deploy-check` does).
         model = contract["robot_model"] if clip is None else clip["scene"]
         self.m = (mujoco.MjModel.from_xml_string(model["xml"]) if "xml" in model
-                  else mujoco.MjModel.from_xml_path(model["path"]))
+                  else mujoco.MjModel.from_xml_path(os.path.join(assets, model["path"])))
         self.d = mujoco.MjData(self.m)
-        self.clip = dict(np.load(clip["path"])) if clip else None
+        self.clip = dict(np.load(os.path.join(assets, clip["path"]))) if clip else None
         channels = contract["action"]["channels"]
         self.joints = [self.m.joint(ch["joint"]) for ch in channels]
         self.actuators = [self.m.actuator(ch["actuator"]).id for ch in channels]
@@ -126,6 +127,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("onnx")
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--assets", default="resources/assets", help="the asset tree the contract's paths are in")
     args = parser.parse_args()
     session = onnxruntime.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
     metadata = session.get_modelmeta().custom_metadata_map
@@ -133,7 +135,7 @@ def main() -> int:
         print(f"{args.onnx}: no policy contract in its metadata")
         return 2
     contract = json.loads(metadata["soaklab.contract"])
-    robot = Robot(contract)
+    robot = Robot(contract, args.assets)
     robot.reset()
     probe, worst = contract["probe"], 0.0
     for step in range(args.steps):

@@ -58,6 +58,33 @@ def test_diff_runs_refuses_what_it_cannot_read_in_one_line(cli, tmp_path):
     assert result.code == 2 and f"{b / 'trace' / 'learner.jsonl'}:2: not a trace record" in one_line(result.err)
     result = cli("diff-runs", a, tmp_path / "nowhere")
     assert result.code == 2 and "not a run dir" in one_line(result.err)
+    write(b, "learner", [])  # emptied, or a run that ended before its first step
+    result = cli("diff-runs", a, b)
+    assert result.code == 2 and f"{b / 'trace' / 'learner.jsonl'}: an empty trace" in one_line(result.err)
+    result = cli("diff-runs", a, a)
+    assert result.code == 2 and f"{a}: is {a} again" in one_line(result.err)
+
+
+def test_diff_runs_names_a_config_edit_or_a_trace_that_ends_not_a_tensor(cli, tmp_path):
+    """Runs of other configs are told apart by their run_config.json first, and a tensor difference
+    then comes without the advice to rerun; a trace that stops early (a killed run) is said to end,
+    without the dump advice."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "learner", [line(0, "loss", critic="1"), line(1, "loss", critic="2"), line(2, "loss", critic="3")])
+    write(b, "learner", [line(0, "loss", critic="1"), line(1, "loss", critic="2")])
+    result = cli("diff-runs", a, b)
+    assert result.code == 1 and "B's learner trace ends at step 1 (A's at 2); equal up to there" in result.out
+    assert "SOAKLAB_TRACE_DUMP" not in result.out
+    for run, gamma in ((a, 0.99), (b, 0.9)):
+        config = {"algo": "sac", "task": "t", "sim": "mujoco",
+                  "config": {"algo": {"gamma": gamma}, "training": {"log_dir": str(run)}}}
+        (run / "run_config.json").write_text(json.dumps(config))
+    write(b, "learner", [line(0, "loss", critic="1"), line(1, "loss", critic="x"), line(2, "loss", critic="3")])
+    result = cli("diff-runs", a, b)
+    assert result.code == 1, result.err
+    first, second = result.out.splitlines()
+    assert first.startswith("diff-runs: configs differ: algo.gamma 0.99 vs 0.9 (the first such key)")
+    assert second == "diff-runs: first difference: step 1, loss tensor critic (2 and x)"  # no rerun advice
 
 
 def test_a_dumped_step_shows_the_values_that_differ(cli, tmp_path):

@@ -120,8 +120,15 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run,
     assert contract["observation"]["dim"] == 160 and sum(b["stop"] - b["start"] for b in blocks) == 160
     assert contract["robot_model"]["sha256"] == g1_assets.manifest["scene"]["sha256"]
     assert [c["label"] for c in contract["clips"]] == ["largebox"] and contract["action"]["dim"] == 29
+    # Its files are named inside the asset tree, so the contract works where the tree lies elsewhere
+    # (here: a copy of it, as `soaklab assets pull` on another machine makes).
+    root = Path(g1_assets.manifest["root"]).parent
+    clip = contract["clips"][0]["path"]
+    assert not Path(clip).is_absolute() and (root / clip).resolve() == g1_assets.motion.resolve()
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(root, elsewhere, copy_function=os.link)
     deployed = tmp_path / "deploy.json"
-    result = cli("deploy-check", g1_policy, "--episodes", "6", "--out", deployed)
+    result = cli("deploy-check", g1_policy, "--episodes", "6", "--out", deployed, "--assets", elsewhere)
     assert result.code == 0, result.err
     check = json.loads(deployed.read_text())
     assert check["probe"]["max_abs_diff"] == 0.0 and check["seed"] == contract["run"]["seed"]
@@ -131,6 +138,14 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run,
     assert theirs["tracked_fraction"] == pytest.approx(figures["tracked_fraction"], rel=1e-12)  # float64 means
     for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
         assert theirs[name] == pytest.approx(figures[name], rel=1e-6), name
+    # A mesh the scene loads, cut short (the scene's hash covers the scene file only): one line.
+    mesh = next((elsewhere / "g1").rglob("*.STL"))
+    data = mesh.read_bytes()
+    mesh.unlink()  # a hard link: the session's tree keeps its own
+    mesh.write_bytes(data[:100])
+    result = cli("deploy-check", g1_policy, "--episodes", "1", "--assets", elsewhere)
+    assert result.code == 2 and "the robot model the contract names does not load in MuJoCo (" in \
+        one_line(result.err), result.err
 
 
 def test_the_evaluation_path_starts_at_frame_zero_and_never_resets(make_g1):
@@ -184,7 +199,7 @@ def test_the_error_definitions_on_a_known_offset(make_g1):
     assert torch.allclose(joint, torch.zeros(3))
 
 
-def test_a_contract_with_two_joints_swapped_is_refused_naming_them(cli, tmp_path, g1_policy):
+def test_a_contract_with_two_joints_swapped_is_refused_naming_them(cli, tmp_path, g1_policy, g1_assets):
     """A self-consistent but wrong contract: two channels of the action order swapped (their joints,
     actuators, poses, scales and gains with them; the flat keys rewritten, the graph's hash still the
     file's). Schema, hashes and the model's actuators all agree with it; the policy's own first
@@ -197,7 +212,8 @@ def test_a_contract_with_two_joints_swapped_is_refused_naming_them(cli, tmp_path
         channels[1], channels[2] = channels[2], channels[1]
 
     rewrite_contract(policy, swap)
-    result = cli("deploy-check", policy, "--episodes", "1", "--out", tmp_path / "d.json")
+    result = cli("deploy-check", policy, "--episodes", "1", "--out", tmp_path / "d.json", "--assets",
+                 Path(g1_assets.manifest["root"]).parent)
     assert result.code == 2, result.err
     line = one_line(result.err)
     assert (f"{policy}: the contract does not rebuild the observations the policy was exported with: they differ at "
@@ -206,20 +222,23 @@ def test_a_contract_with_two_joints_swapped_is_refused_naming_them(cli, tmp_path
 
 
 @pytest.mark.parametrize(("edit", "says"), [
-    (lambda c, tmp: c["clips"][0].update(path=str(tmp / "gone.npz")), "gone.npz: the clip largebox the contract "
-     "names is absent; run `soaklab assets pull`"),
+    (lambda c, tmp: c["clips"][0].update(path="g1/motions/gone.npz"), "gone.npz: the clip largebox the contract "
+     "names is absent under --assets"),
+    (lambda c, tmp: c["clips"][0].update(path=str(tmp / "gone.npz")), "the clip largebox is named by the absolute "
+     "path"),
     (lambda c, tmp: c["clips"][0]["scene"].update(sha256="0" * 64), "the robot model differs from the one the policy "
      "was trained with (sha256 "),
 ])
-def test_assets_absent_or_not_the_trained_ones_are_refused(cli, tmp_path, g1_policy, edit, says):
+def test_assets_absent_or_not_the_trained_ones_are_refused(cli, tmp_path, g1_policy, g1_assets, edit, says):
     policy = tmp_path / "policy.onnx"
     policy.write_bytes(g1_policy.read_bytes())
     rewrite_contract(policy, lambda c: edit(c, tmp_path))
-    result = cli("deploy-check", policy, "--clip", "largebox")
+    result = cli("deploy-check", policy, "--clip", "largebox", "--assets", Path(g1_assets.manifest["root"]).parent)
     assert result.code == 2 and says in one_line(result.err), result.err
     result = cli("deploy-check", g1_policy, "--clip", "walk")
     assert result.code == 2 and "--clip walk: the contract names largebox; give one of them" in one_line(result.err)
 
 
-def test_the_example_feeds_the_g1_policy_from_the_file(g1_policy):
-    assert "the first 3 observations match the contract's probe" in feed(g1_policy, 20)
+def test_the_example_feeds_the_g1_policy_from_the_file(g1_policy, g1_assets):
+    assert "the first 3 observations match the contract's probe" in feed(g1_policy, 20, "--assets",
+                                                                          str(Path(g1_assets.manifest["root"]).parent))

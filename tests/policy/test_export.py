@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -310,12 +311,29 @@ def test_deploy_check_of_cartpole_agrees_with_the_task_itself(cli, tmp_path, car
                        "mean_episode_steps": float(lengths.mean())}
 
 
-def feed(policy: Path, steps: int) -> str:
+def test_deploy_check_never_writes_over_the_runs_evidence(cli, tmp_path, cartpole_run, cartpole_policy):
+    """The ONNX's folder is its run dir: its summary, progress, contract and parity are refused as
+    --out (nothing changes); an earlier deploy-check record there may be written again."""
+    for name in ("run_summary.json", "progress.json", "policy.contract.json", "policy.parity.json"):
+        before = (cartpole_run / name).read_bytes()
+        result = cli("deploy-check", cartpole_policy, "--episodes", "1", "--out", cartpole_run / name)
+        assert result.code == 2 and f"--out {cartpole_run / name}: is " in one_line(result.err), result.err
+        assert (cartpole_run / name).read_bytes() == before
+    again = cartpole_run / "deploy_check.json"
+    again.write_text(json.dumps({"kind": "deploy_check"}))
+    try:
+        result = cli("deploy-check", cartpole_policy, "--episodes", "1", "--out", again)
+        assert result.code == 0 and json.loads(again.read_text())["probe"]["steps"] == 3, result.err
+    finally:
+        again.unlink()
+
+
+def feed(policy: Path, steps: int, *extra: str) -> str:
     """examples/feed_policy.py on `policy`, as another program runs it: its own process."""
     from tests.conftest import REPO
 
     done = subprocess.run([sys.executable, str(REPO / "examples" / "feed_policy.py"), str(policy), "--steps",
-                           str(steps)], capture_output=True, text=True, timeout=300)
+                           str(steps), *extra], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     return done.stdout
 
@@ -335,6 +353,14 @@ def test_the_example_feeds_the_cartpole_policy_from_the_file(cartpole_policy):
      "000000000000, this file's graph"),
     (lambda c: c["action"]["channels"][0].update(scale=2.0), False, "metadata action_scale is '1.0', the contract "
      "says '2.0'"),
+    (lambda c: c["probe"].update(tolerance=1e30), True, "1e+30 is greater than the maximum of 0.001"),
+    (lambda c: c["action"]["channels"][0].update(scale=float("nan")), True, "action.channels.0.scale is nan; a "
+     "contract's numbers are finite"),
+    (lambda c: c["reset"].update(qpos=[float("inf")] * len(c["reset"]["qpos"])), True, "reset.qpos.0 is inf"),
+    (lambda c: c["observation"].update(dim=10 ** 400), True, "...(401 digits)"),
+    (lambda c: c["action"].update(actuation="x" * 5000), True, "xxx..."),
+    (lambda c: c.update(padding="x" * (1 << 20)), True, "characters, more than a contract's 1048576 "
+     "(MAX_CONTRACT_BYTES); not a contract soaklab wrote"),
 ])
 def test_deploy_check_refuses_a_contract_it_cannot_trust_in_one_line(cli, tmp_path, cartpole_policy, edit, flat,
                                                                      says):
@@ -348,7 +374,45 @@ def test_deploy_check_refuses_a_contract_it_cannot_trust_in_one_line(cli, tmp_pa
     rewrite_contract(policy, edit, flat)
     result = cli("deploy-check", policy, "--episodes", "1", "--out", tmp_path / "d.json")
     assert result.code == 2 and says in one_line(result.err), result.err
+    assert len(one_line(result.err)) < 400 + len(str(policy))  # a crafted value is quoted short
     assert not (tmp_path / "d.json").exists()
+
+
+def test_deploy_check_reads_model_files_only_inside_the_asset_tree_and_names_a_bad_one(cli, tmp_path,
+                                                                                       cartpole_policy):
+    """The contract's files are relative to --assets and stay inside it; a model MuJoCo does not load
+    (a bad attribute, an include) is one line naming it; an inline model reads no file."""
+    import hashlib
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    assets = tmp_path / "assets"
+    (assets / "robot").mkdir(parents=True)
+    include = '<mujoco><include file="/etc/passwd"/></mujoco>'
+    (assets / "robot" / "scene.xml").write_text(include)
+    (tmp_path / "outside.xml").write_text("<mujoco/>")
+    (assets / "robot" / "link.xml").symlink_to(tmp_path / "outside.xml")
+    bad_size = '<mujoco><worldbody><geom size="x"/></worldbody></mujoco>'
+    scene = os.path.realpath(assets / "robot" / "scene.xml")
+    cases = [
+        ({"path": "robot/scene.xml", "sha256": sha(include)},
+         f"{scene}: the robot model the contract names does not load in MuJoCo ("),
+        ({"path": "../../../../etc/passwd", "sha256": "0" * 64}, "lies outside the asset tree --assets"),
+        ({"path": "robot/link.xml", "sha256": sha("<mujoco/>")}, "robot/link.xml lies outside the asset tree"),
+        ({"path": "/etc/passwd", "sha256": "0" * 64}, "the robot model is named by the absolute path /etc/passwd (a "
+         "contract exported before paths relative to the asset tree); export the policy again"),
+        ({"path": "robot/none.xml", "sha256": "0" * 64}, "the robot model the contract names is absent under --assets"),
+        ({"xml": include, "sha256": sha(include)}, "contract robot_model: its xml reads a file"),
+        ({"xml": bad_size, "sha256": sha(bad_size)}, "contract robot_model (its xml): the robot model the contract "
+         "names does not load in MuJoCo ("),
+    ]
+    policy = tmp_path / "policy.onnx"
+    for entry, says in cases:
+        shutil.copyfile(cartpole_policy, policy)
+        rewrite_contract(policy, lambda c, entry=entry: c.update(robot_model=entry))
+        result = cli("deploy-check", policy, "--episodes", "1", "--assets", assets)
+        assert result.code == 2 and says in one_line(result.err), (entry, result.err)
 
 
 def test_deploy_check_refuses_a_policy_exported_before_contracts_or_another_graph(cli, tmp_path, cartpole_policy):

@@ -79,5 +79,6 @@ def test_a_changed_setting_is_named_at_its_first_step_and_tensor(start_train, cl
     result = cli("diff-runs", first.run_dir, second.run_dir)
     assert result.code == 1, result.out + result.err
     lines = result.out.splitlines()
-    assert lines[0].startswith("diff-runs: first difference: step 4, loss tensor loss/actor ("), lines
-    assert lines[1].startswith("  values: 1 of 1 elements differ"), lines
+    assert lines[0].startswith("diff-runs: configs differ: algo.critic_lr 0.0003 vs 0.000309 "), lines
+    assert lines[1].startswith("diff-runs: first difference: step 4, loss tensor loss/actor ("), lines
+    assert lines[2].startswith("  values: 1 of 1 elements differ"), lines

@@ -44,15 +44,26 @@ def cmd_diff_runs(args: argparse.Namespace) -> int:
     for run in (a, b):
         if not run.is_dir():
             raise InvalidInput(f"{run}: not a run dir")
+    if a.resolve() == b.resolve():
+        raise InvalidInput(f"{b}: is {a} again; give two different run dirs")
+    configs = same_run.config_difference(a, b)  # said first: a difference that follows is the edit's
+    if configs is not None:
+        print(f"diff-runs: configs differ: {configs} (the first such key); a difference below follows from "
+              "the configs, not from nondeterminism")
     traced = [(run / trace.TRACE_DIR).is_dir() for run in (a, b)]
     if any(traced):
         ta, tb = trace.read_trace(a), trace.read_trace(b)  # one without a trace is refused, naming it
         found = trace.first_difference(ta, tb)
+        if found is not None and (ends := trace.ends_line(ta, tb, found)) is not None:
+            print(f"diff-runs: {ends}")
+            return 1
         if found is not None:
             print(f"diff-runs: {found.line()}")
             values = trace.values_line(a, b, found)
-            print(values if values is not None else
-                  f"  rerun both with SOAKLAB_TRACE=1 SOAKLAB_TRACE_DUMP={found.step} to compare the values")
+            if values is not None:
+                print(values)
+            elif configs is None:  # the values are worth a rerun only where nothing else explains them
+                print(f"  rerun both with SOAKLAB_TRACE=1 SOAKLAB_TRACE_DUMP={found.step} to compare the values")
             return 1
         print(f"diff-runs: traces equal: {len({s for s, _ in tb})} steps, "
               f"{sum(len(d) for d in tb.values())} tensor digests")

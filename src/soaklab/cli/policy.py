@@ -66,11 +66,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_deploy_check(args: argparse.Namespace) -> int:
     from soaklab.deploy.check import deploy_check
     from soaklab.files.jsonfiles import write_json_atomic
-    from soaklab.files.outpaths import check_out_file
+    from soaklab.files.outpaths import check_out_file, refuse_over_policy_folder
 
     if args.out is not None:
         check_out_file(args.out, ".json")
-    record = deploy_check(args.onnx, args.clip, args.episodes, args.seed)
+        refuse_over_policy_folder(args.onnx, args.out)
+    record = deploy_check(args.onnx, args.clip, args.episodes, args.seed, args.assets)
     if args.out is not None:
         write_json_atomic(args.out, record)
     probe = record["probe"]
@@ -123,5 +124,7 @@ def add_policy_commands(sub: Any) -> None:
     check.add_argument("--clip", help="only this one of the contract's clips (default: every clip)")
     check.add_argument("--episodes", type=int, default=64, help="episodes, one MjData each (default 64)")
     check.add_argument("--seed", type=int, help="the reset noise's seed (default: the run's env.seed, as evaluate)")
+    check.add_argument("--assets", type=Path, help="the asset tree the contract's paths are relative to (default: "
+                       "the folder of results/assets/manifest.json's robot tree, else resources/assets)")
     check.add_argument("--out", type=Path, help="the deploy-check record (JSON)")
     check.set_defaults(func=cmd_deploy_check)

@@ -36,10 +36,25 @@ from soaklab.deploy.observe import (
 )
 from soaklab.deploy.world import Episodes, Joints, actuator_ids, body_id, load_clip, load_model
 from soaklab.errors import InvalidInput
+from soaklab.files.jsonfiles import read_json
 
 DEFAULT_EPISODES = 64  # evaluate's default on the CPU
 MAX_EPISODES = 16384
 SHOWN = 4  # mismatching elements named in the probe's refusal
+
+
+DEFAULT_MANIFEST = Path("results/assets/manifest.json")  # `soaklab assets pull`'s default --manifest
+DEFAULT_ASSETS = Path("resources/assets")  # and its default --dest
+
+
+def default_assets() -> Path:
+    """The asset tree a contract's paths are relative to when --assets is not given: the folder the
+    local manifest's robot tree lies in (its `root` is DEST/<robot>), else `resources/assets`."""
+    try:
+        root = read_json(DEFAULT_MANIFEST)["root"]
+        return Path(root).parent if isinstance(root, str) else DEFAULT_ASSETS
+    except (OSError, ValueError, TypeError, KeyError):
+        return DEFAULT_ASSETS
 
 
 class Uniform:
@@ -70,10 +85,10 @@ class Figures:
 class Setup:
     """One clip's (or the clip-less task's) model, clip and the contract's names resolved in it."""
 
-    def __init__(self, contract: Contract, clip: dict[str, Any] | None) -> None:
+    def __init__(self, contract: Contract, clip: dict[str, Any] | None, assets: Path) -> None:
         c = contract.data
         self.c = c
-        self.model = load_model(clip["scene"] if clip is not None else c["robot_model"])
+        self.model = load_model(clip["scene"] if clip is not None else c["robot_model"], assets)
         if abs(self.model.opt.timestep - c["timing"]["sim_timestep"]) > 1e-12:
             raise InvalidInput(f"contract timing: sim_timestep {c['timing']['sim_timestep']}, the robot model's "
                                f"{self.model.opt.timestep}")
@@ -83,7 +98,7 @@ class Setup:
                 and len(reset["qvel"]) == len(reset["noise"]["qvel"]) == self.model.nv):
             raise InvalidInput(f"contract reset: qpos, qvel and their noise must have the robot model's "
                                f"{self.model.nq} and {self.model.nv} entries")
-        self.clip = load_clip(clip, self.model) if clip is not None else None
+        self.clip = load_clip(clip, self.model, assets) if clip is not None else None
         channels = c["action"]["channels"]
         self.action_joints = Joints.of(self.model, [ch["joint"] for ch in channels])
         self.actuators = actuator_ids(self.model, channels)
@@ -271,8 +286,10 @@ def run_episodes(setup: Setup, policy: Policy, n: int, seed: int) -> Figures:
 
 
 def deploy_check(path: Path, clip: str | None = None, episodes: int = DEFAULT_EPISODES,
-                 seed: int | None = None) -> dict[str, Any]:
-    """The deploy-check record of the ONNX file at `path` (module docstring)."""
+                 seed: int | None = None, assets: Path | None = None) -> dict[str, Any]:
+    """The deploy-check record of the ONNX file at `path` (module docstring), its files read from the
+    asset tree `assets` (default: default_assets())."""
+    assets = default_assets() if assets is None else assets
     if not 1 <= episodes <= MAX_EPISODES:
         raise InvalidInput(f"--episodes {episodes}: must be in [1, {MAX_EPISODES}] (one MjData each)")
     if seed is not None and not 0 <= seed < 2 ** 32:
@@ -285,12 +302,12 @@ def deploy_check(path: Path, clip: str | None = None, episodes: int = DEFAULT_EP
                            f"{', '.join(clips) if clips else 'no clip (the task tracks none)'}; give one of them")
     probe_clip = clips.get(c["probe"]["clip"]) if c["probe"]["clip"] is not None else None
     policy = Policy(contract)
-    probe = check_probe(Setup(contract, probe_clip), policy, path)
+    probe = check_probe(Setup(contract, probe_clip, assets), policy, path)
     seed = c["run"]["seed"] if seed is None else seed
     chosen = [clips[clip]] if clip is not None else (list(clips.values()) or [None])
     results = {}
     for entry in chosen:
-        figures = run_episodes(Setup(contract, entry), policy, episodes, seed)
+        figures = run_episodes(Setup(contract, entry, assets), policy, episodes, seed)
         results[entry["label"] if entry else c["task"]] = {k: v for k, v in asdict(figures).items() if v is not None}
     return {"kind": "deploy_check", "onnx": str(path), "task": c["task"], "seed": seed,
             "contract": {"schema_version": c["schema_version"], "config_hash": c["run"]["config_hash"],

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,25 @@ SCHEMA_VERSION = 1
 CONTRACT_KEY = "soaklab.contract"
 VERSION_KEY = "soaklab.contract_schema_version"
 SIDECAR_SUFFIX = ".contract.json"
+# A contract is a few hundred kB at most (G1: its probe's 3 x 160 observations, its clips' entries);
+# a larger one is refused before it is parsed.
+MAX_CONTRACT_BYTES = 1 << 20
+SHOWN_CHARS = 160  # of a value quoted in a refusal: the line stays one short line
+
+
+def short(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def non_finite(value: Any, where: str = "") -> str | None:
+    """The first field holding NaN or an infinity (JSON allows neither; Python's reader takes both)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'the contract'} is {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if (found := non_finite(item, f"{where}.{key}" if where else str(key))) is not None:
+            return found
+    return None
 
 
 def graph_sha256(model: Any) -> str:
@@ -101,6 +122,13 @@ class Contract:
 def read_contract(path: Path) -> Contract:
     """The contract of the ONNX file at `path`, checked: present, of a known schema version, valid,
     its flat keys its own, its slices tiling the observation, the graph's hash its model's."""
+    try:
+        return _read_contract(path)
+    except InvalidInput as exc:  # a crafted integer of 400 digits is quoted by its first 12
+        raise InvalidInput(re.sub(r"\d{24,}", lambda m: f"{m[0][:12]}...({len(m[0])} digits)", str(exc))) from None
+
+
+def _read_contract(path: Path) -> Contract:
     import onnx
 
     if not path.is_file():
@@ -115,14 +143,19 @@ def read_contract(path: Path) -> Contract:
         raise InvalidInput(f"{path}: no policy contract in its metadata (exported before contracts, or not by "
                            "soaklab); export it again with `soaklab export RUN_DIR --out ...`")
     where = f"{path}: metadata {CONTRACT_KEY}"
+    if len(meta[CONTRACT_KEY]) > MAX_CONTRACT_BYTES:
+        raise InvalidInput(f"{where}: {len(meta[CONTRACT_KEY])} characters, more than a contract's "
+                           f"{MAX_CONTRACT_BYTES} (MAX_CONTRACT_BYTES); not a contract soaklab wrote")
     data = loads_checked(meta[CONTRACT_KEY].encode(), where)
+    if (bad := non_finite(data)) is not None:
+        raise InvalidInput(f"{where}: {short(bad)}; a contract's numbers are finite; export the policy again")
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise InvalidInput(f"{where}: schema_version {version!r} is unknown; this soaklab reads "
                            f"{SCHEMA_VERSION} (use the soaklab that exported it, or export it again)")
     errors = schema_errors("policy_contract", data)
     if errors:
-        raise InvalidInput(f"{where}: {errors[0]} (schemas/policy_contract.schema.json)")
+        raise InvalidInput(f"{where}: {short(errors[0])} (schemas/policy_contract.schema.json)")
     if (incoherent := coherence_error(data)) is not None:
         raise InvalidInput(f"{where}: {incoherent}; export the policy again")
     if (tiling := tiling_error(data["observation"])) is not None:

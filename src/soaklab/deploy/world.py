@@ -11,6 +11,8 @@ mj_step1; a reset runs mj_forward), and every reading is rounded to float32, the
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +26,33 @@ F32 = np.float32
 CLIP_FIELDS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 
 
-def checked_file(entry: dict[str, Any], what: str) -> Path:
-    """The file a contract names, present and with the contract's SHA-256."""
-    path = Path(entry["path"])
+PULL = "give --assets DIR (the tree `soaklab assets pull --dest DIR` wrote) or run `soaklab assets pull` here"
+
+
+def asset_path(entry: dict[str, Any], what: str, assets: Path) -> Path:
+    """Where the file a contract names lies: its path is relative to the asset tree (`--assets`), and
+    must stay inside it (no absolute path, no `..`, no symlink out of it)."""
+    named = Path(entry["path"])
+    if named.is_absolute():
+        raise InvalidInput(f"contract: the {what} is named by the absolute path {str(named)[:120]} (a contract "
+                           "exported before paths relative to the asset tree); export the policy again")
+    if not assets.is_dir():
+        raise InvalidInput(f"--assets {assets}: no such folder, and the contract names its {what} in the asset "
+                           f"tree; {PULL}")
+    root = Path(os.path.realpath(assets))
+    real = Path(os.path.realpath(root / named))
+    if ".." in named.parts or root not in real.parents:
+        raise InvalidInput(f"contract: the {what} {str(named)[:120]} lies outside the asset tree --assets {assets}; "
+                           "a contract names files inside it")
+    return real
+
+
+def checked_file(entry: dict[str, Any], what: str, assets: Path) -> Path:
+    """The file a contract names, under `assets`, present and with the contract's SHA-256 (of that
+    file alone: a scene's meshes are checked by `soaklab assets pull`, docs/export.md)."""
+    path = asset_path(entry, what, assets)
     if not path.is_file():
-        raise InvalidInput(f"{path}: the {what} the contract names is absent; run `soaklab assets pull` "
-                           "(the asset cache the policy was trained with) on this machine")
+        raise InvalidInput(f"{path}: the {what} the contract names is absent under --assets {assets}; {PULL}")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != entry["sha256"]:
         raise InvalidInput(f"{path}: the {what} differs from the one the policy was trained with (sha256 "
@@ -37,18 +60,39 @@ def checked_file(entry: dict[str, Any], what: str) -> Path:
     return path
 
 
-def load_model(entry: dict[str, Any]) -> mujoco.MjModel:
-    """The robot model: the contract's XML (checked against its hash), or the file it names."""
+# An inline model is self-contained: a file attribute (include, mesh, texture, height field) would
+# read a file the contract's hash does not cover.
+FILE_ATTRIBUTE = re.compile(r"\bfile\s*=")
+
+
+def first_line(exc: Exception) -> str:
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return text[:120]
+
+
+def load_model(entry: dict[str, Any], assets: Path) -> mujoco.MjModel:
+    """The robot model: the contract's XML (checked against its hash), or the file it names under
+    `assets`; one that MuJoCo does not load is refused in one line."""
     if "xml" in entry:
         if hashlib.sha256(entry["xml"].encode()).hexdigest() != entry["sha256"]:
             raise InvalidInput("contract robot_model: its xml does not match its sha256; export the policy again")
-        return mujoco.MjModel.from_xml_string(entry["xml"])
-    return mujoco.MjModel.from_xml_path(str(checked_file(entry, "robot model")))
+        if FILE_ATTRIBUTE.search(entry["xml"]):
+            raise InvalidInput("contract robot_model: its xml reads a file (a file= attribute: include, mesh, "
+                               "texture); an inline model is self-contained; export the policy again")
+        where, load = "contract robot_model (its xml)", lambda: mujoco.MjModel.from_xml_string(entry["xml"])
+    else:
+        path = checked_file(entry, "robot model", assets)
+        where, load = str(path), lambda: mujoco.MjModel.from_xml_path(str(path))
+    try:
+        return load()
+    except ValueError as exc:  # MuJoCo's XML, include and mesh errors
+        raise InvalidInput(f"{where}: the robot model the contract names does not load in MuJoCo "
+                           f"({first_line(exc)}); pull the same assets or export the policy again") from None
 
 
-def load_clip(entry: dict[str, Any], model: mujoco.MjModel) -> dict[str, Any]:
+def load_clip(entry: dict[str, Any], model: mujoco.MjModel, assets: Path) -> dict[str, Any]:
     """The clip's arrays as float32 (the table the task reads), with its rate and length."""
-    path = checked_file(entry, f"clip {entry['label']}")
+    path = checked_file(entry, f"clip {entry['label']}", assets)
     try:
         with np.load(path, allow_pickle=False) as npz:
             clip: dict[str, Any] = {k: np.asarray(npz[k], dtype=F32) for k in CLIP_FIELDS}

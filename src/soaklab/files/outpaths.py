@@ -60,3 +60,23 @@ def refuse_over_evidence(run_flag: str, run_dir: Path, outputs: dict[str, Path])
         if base in real.parents and real.is_file() and not _derived(real):
             raise InvalidInput(f"{name} {path}: is {real}, evidence of the run in {run_flag} {run_dir}; "
                                "writing it would destroy it; choose another path")
+
+
+def _deploy_record(path: Path) -> bool:
+    """A record `soaklab deploy-check` wrote (which it may write again)."""
+    from soaklab.files.jsonfiles import read_json
+
+    try:
+        return path.stat().st_size < (1 << 20) and read_json(path).get("kind") == "deploy_check"
+    except (OSError, ValueError, AttributeError):  # unreadable, refused JSON (a ValueError), not an object
+        return False
+
+
+def refuse_over_policy_folder(onnx: Path, out: Path) -> None:
+    """`soaklab deploy-check --out` beside the ONNX it reads: the folder holding it is a run dir (export
+    writes into one) or a deployment's folder, so an existing file there other than an earlier
+    deploy-check record (the run's summary, the contract and parity beside the ONNX) is refused."""
+    base, real = Path(os.path.realpath(onnx)).parent, Path(os.path.realpath(out))
+    if base in real.parents and real.is_file() and not _deploy_record(real):
+        raise InvalidInput(f"--out {out}: is {real}, evidence of the run (or the export) beside POLICY_ONNX {onnx}; "
+                           "writing it would destroy it; choose another path")

@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import load_weights
+from soaklab.files.jsonfiles import read_json
+from soaklab.files.rundir import RUN_CONFIG
 from soaklab.metrics.events import event_file, read_scalars
 
 COMPARED = ("Train/", "Loss/")
@@ -31,6 +34,33 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     agent = load_weights(run_dir / "checkpoints" / "model_final.pt")["agent"]
     return {f"{net}.{name}": value for net, state in agent.items() for name, value in state.items()
             if isinstance(value, torch.Tensor)}
+
+
+# The run's own folder: differs between any two runs and changes nothing they compute.
+OWN_KEYS = ("training.log_dir",)
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()} if value \
+        else {prefix: value}
+
+
+def config_difference(a: Path, b: Path) -> str | None:
+    """The first key (sorted) whose value the two runs' run_config.json resolve differently, with both
+    values; None when they agree or either run has none."""
+    paths = [run / RUN_CONFIG for run in (a, b)]
+    if not all(p.is_file() for p in paths):
+        return None
+    ca, cb = ({"algo": r.get("algo"), "task": r.get("task"), "sim": r.get("sim"), "config": r.get("config")}
+              for r in (read_json(p) for p in paths))
+    fa, fb = flat(ca), flat(cb)
+    for key in sorted(set(fa) | set(fb)):
+        short = key.rstrip(".").removeprefix("config.")
+        if short not in OWN_KEYS and fa.get(key, "(absent)") != fb.get(key, "(absent)"):
+            return f"{short} {str(fa.get(key, '(absent)'))[:40]} vs {str(fb.get(key, '(absent)'))[:40]}"
+    return None
 
 
 def first_difference(a: Path, b: Path) -> str | None:

@@ -51,6 +51,7 @@ def read_trace(run_dir: Path) -> dict[tuple[int, str], dict[str, str]]:
     for path in files:
         with path.open("rb") as handle:
             lines = handle.readlines(1 << 34)
+        records = 0
         for number, raw in enumerate(lines, 1):
             record = _record(raw)
             if record is None:
@@ -58,7 +59,42 @@ def read_trace(run_dir: Path) -> dict[tuple[int, str], dict[str, str]]:
                     continue  # cut by a kill
                 raise InvalidInput(f"{path}:{number}: not a trace record (step, stage, digests)")
             out[(record["step"], record["stage"])] = record["digests"]
+            records += 1
+        if not records:
+            raise InvalidInput(f"{path}: an empty trace (no step recorded); the run ended before its first step "
+                               "or the file was emptied; trace it again")
     return out
+
+
+LEARNER_STAGES = ("sample", "loss", "weights", "replay")  # learner.jsonl's; the others are collector.jsonl's
+
+
+def side_of(stage: str) -> str:
+    return "learner" if stage in LEARNER_STAGES else "collector"
+
+
+def last_step(trace: dict[tuple[int, str], dict[str, str]], side: str) -> int:
+    """The last step of `side`'s stages the trace holds (-1: none)."""
+    return max((step for step, stage in trace if side_of(stage) == side), default=-1)
+
+
+def ends_line(a: dict[tuple[int, str], dict[str, str]], b: dict[tuple[int, str], dict[str, str]],
+              diff: Difference) -> str | None:
+    """Where the difference is only that one side's trace stops before the other's (a killed or
+    shorter run: the stage is absent there and nothing of that side comes after it): which one ends
+    where, else None."""
+    if diff.a is not None and diff.b is not None:
+        return None
+    short, other = ("B", "A") if diff.b is None else ("A", "B")
+    traces = {"A": a, "B": b}
+    lacking, side = traces[short], side_of(diff.stage)
+    at = (diff.step, STAGES.index(diff.stage))
+    later = any((step, STAGES.index(stage)) > at for step, stage in lacking if side_of(stage) == side)
+    if (diff.step, diff.stage) in lacking or later or last_step(lacking, side) < 0:
+        return None  # a tensor or a stage it lacks in the middle, or a side it never traced
+    return (f"{short}'s {side} trace ends at step {last_step(lacking, side)} ({other}'s at "
+            f"{last_step(traces[other], side)}); equal up to there (a killed or shorter run, not a difference "
+            "in what they computed)")
 
 
 def _record(raw: bytes) -> dict[str, Any] | None:

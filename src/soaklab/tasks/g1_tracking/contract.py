@@ -16,20 +16,34 @@ import mujoco
 from soaklab.assets import g1
 from soaklab.assets.record import scene_of
 from soaklab.contract.sections import RunConfig
+from soaklab.errors import InvalidInput
 from soaklab.files.jsonfiles import sha256_file
 from soaklab.tasks.metrics import clip_labels
 
 
-def file_entry(path: str) -> dict[str, Any]:
-    return {"path": str(path), "sha256": sha256_file(Path(path))}
+def asset_root(assets: dict[str, Any]) -> Path:
+    """The asset tree (`soaklab assets pull --dest`): the folder of the robot's tree, which holds the
+    manifest's scene (DEST/<robot>/scene.xml). A contract names its files relative to it."""
+    return Path(assets["scene"]).resolve().parent.parent
 
 
-def clips(run: RunConfig, assets: dict[str, Any] | None) -> list[dict[str, Any]]:
+def file_entry(path: str, root: Path) -> dict[str, Any]:
+    """A file as the contract names it: its path under the asset tree, and its SHA-256."""
+    real = Path(path).resolve()
+    if root not in real.parents:
+        raise InvalidInput(f"{path}: lies outside the asset tree {root}; a policy contract names its files "
+                           "relative to it (docs/export.md): train on a clip inside it (`soaklab assets pull --clip`)")
+    return {"path": real.relative_to(root).as_posix(), "sha256": sha256_file(real)}
+
+
+def clips(run: RunConfig, assets: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's clips, in env.motion's order, each with its scene (a terrain clip brings its own)."""
     motion = run.env.motion
     items = list(motion) if isinstance(motion, tuple) else [motion]
     labels = clip_labels(tuple(items))  # evaluate's labels: each clip file's stem
-    return [{"label": label, **file_entry(str(path)), "scene": file_entry(str(scene_of(assets, str(path))))}
+    root = asset_root(assets)
+    return [{"label": label, **file_entry(str(path), root),
+             "scene": file_entry(str(scene_of(assets, str(path))), root)}
             for label, path in zip(labels, items, strict=True)]
 
 
@@ -68,7 +82,7 @@ def policy_contract(run: RunConfig, assets: dict[str, Any], env: Any) -> dict[st
         ("last_action", 29, "1", "action space", {"kind": "last_action"}),
     ]
     return {
-        "robot_model": file_entry(str(assets["scene"])),
+        "robot_model": file_entry(str(assets["scene"]), asset_root(assets)),
         "clips": clips(run, assets),
         "timing": {"control_dt": cfg.ctrl_dt, "decimation": cfg.decimation, "sim_timestep": float(model.opt.timestep)},
         "observation": layout(blocks),
