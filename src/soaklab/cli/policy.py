@@ -70,8 +70,8 @@ def cmd_deploy_check(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_out_file(args.out, ".json")
-        refuse_over_policy_folder(args.onnx, args.out)
-    record = deploy_check(args.onnx, args.clip, args.episodes, args.seed, args.assets)
+        refuse_over_policy_folder(args.policy_onnx, args.out)
+    record = deploy_check(args.policy_onnx, args.clip, args.episodes, args.seed, args.assets)
     if args.out is not None:
         write_json_atomic(args.out, record)
     probe = record["probe"]
@@ -79,7 +79,7 @@ def cmd_deploy_check(args: argparse.Namespace) -> int:
         tracked = (f", tracked {f['tracked_fraction']:.1%} of the clip, MPKPE {f['mpkpe_m']:.3f} m (root-relative "
                    f"{f['root_relative_mpkpe_m']:.3f} m), joint error {f['joint_error_rad']:.3f} rad"
                    if "mpkpe_m" in f else f", mean episode {f['mean_episode_steps']:.1f} steps")
-        print(f"deploy-check: {clip} from {args.onnx} alone on MuJoCo: contract reproduces the policy's first "
+        print(f"deploy-check: {clip} from {args.policy_onnx} alone on MuJoCo: contract reproduces the policy's first "
               f"{probe['steps']} observations (max |diff| {probe['max_abs_diff']:.1e}); {f['episodes']} episodes "
               f"(seed {record['seed']}), success {f['success_rate']:.1%}{tracked}"
               + (f" -> {args.out}" if args.out is not None else ""))
@@ -120,7 +120,7 @@ def add_policy_commands(sub: Any) -> None:
 
     check = sub.add_parser("deploy-check", help="run an exported policy from its ONNX file alone on plain MuJoCo, "
                            "through its contract (docs/export.md)")
-    check.add_argument("onnx", type=Path, metavar="POLICY_ONNX", help="a policy.onnx `soaklab export` wrote")
+    check.add_argument("policy_onnx", type=Path, metavar="POLICY_ONNX", help="a policy.onnx `soaklab export` wrote")
     check.add_argument("--clip", help="only this one of the contract's clips (default: every clip)")
     check.add_argument("--episodes", type=int, default=64, help="episodes, one MjData each (default 64)")
     check.add_argument("--seed", type=int, help="the reset noise's seed (default: the run's env.seed, as evaluate)")
