@@ -12,7 +12,15 @@ cd "$here"
 out=${OUT:-/tmp/soaklab-out}
 mkdir -p "$out"
 
-bash .device/install.sh >"$out/install.log" 2>&1 || { cat "$out/install.log"; echo "bootstrap: install failed" >&2; exit 2; }
+# Installed once per machine: a later call on the same warm machine (or a script started beside a
+# running one) skips pip, which must never run twice into /root/site at the same time.
+stamp=$( (cat .device/install.sh .device/sums/*; ls .device/wheels) | sha256sum | cut -c1-16)
+if [ "$(cat /root/site/.soaklab-installed 2>/dev/null)" = "$stamp" ]; then
+  echo "bootstrap: the staged wheels are installed already ($stamp)"
+else
+  bash .device/install.sh >"$out/install.log" 2>&1 || { cat "$out/install.log"; echo "bootstrap: install failed" >&2; exit 2; }
+  echo "$stamp" >/root/site/.soaklab-installed
+fi
 export PYTHONPATH=/root/site:$here/src
 export PATH=/root/site/bin:$PATH
 # soaklab runs from the checkout's src/ (not installed): the README's `soaklab ...` lines need a command.
@@ -21,7 +29,9 @@ command -v soaklab >/dev/null || printf '#!/bin/sh\nexec python3 -m soaklab "$@"
 chmod +x /root/site/bin/soaklab 2>/dev/null || true
 
 cache_parts=(.device/warpcache/warpcache.tgz.part.*)
-if [ -e "${cache_parts[0]}" ]; then
+if [ -d ~/.cache/warp ]; then  # this machine's own, a superset of the carried one (and maybe in use)
+  echo "bootstrap: the warp kernel cache of an earlier call on this machine stays"
+elif [ -e "${cache_parts[0]}" ]; then
   mkdir -p ~/.cache
   cat "${cache_parts[@]}" | tar -C ~/.cache -xzf - && echo "bootstrap: restored the warp kernel cache (${#cache_parts[@]} parts)"
 else

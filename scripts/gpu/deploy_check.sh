@@ -47,7 +47,7 @@ python3 -m soaklab deploy-check "$work/policy.onnx" --episodes "$episodes" --out
 python3 -m soaklab evaluate "$work/run" --sim mujoco --episodes "$episodes" --out "$logs/evaluation-mujoco.json" \
   >"$logs/evaluate.log" 2>&1 &
 wait
-tail -2 "$logs/deploy-check.log" "$logs/evaluate.log"
+tail -n 2 "$logs/deploy-check.log" "$logs/evaluate.log"
 python3 - "$logs" <<'PY'
 import json, sys
 from pathlib import Path

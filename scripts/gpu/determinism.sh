@@ -23,6 +23,9 @@
 #           machine; a later visit reproduces it with REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh.
 #
 # Each stage packs its evidence into $OUT/determinism-STAGE.tgz (no checkpoints, no replay).
+# Run the stages one after the other: the soak stage's DAG pulls the assets again into
+# results/assets/manifest.json, which the bits stage's runs were resolved against, so a resume of D
+# beside it is refused (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/).
 set -uo pipefail
 stage=${1:-bits}
 out=${OUT:-/tmp/soaklab-out}
@@ -194,6 +197,7 @@ record)
   echo "determinism.sh: unknown stage '$stage' (warm, bits, soak, cost, learning, record)" >&2; exit 2 ;;
 esac
 
-python3 -m soaklab mps stop >>"$work/mps.log" 2>&1
+# The MPS daemon stays: a stage run beside another (or the DAG's -R rerun) still needs it, and the
+# machine goes back bare at the end of the visit (2026-12-07: a stop here failed the soak stage's rerun).
 cp "$work"/*.log "$pack/" 2>/dev/null
 tar -C "$pack" -czf "$out/determinism-$stage.tgz" . && log "packed determinism-$stage.tgz ($(du -h "$out/determinism-$stage.tgz" | cut -f1))"

@@ -73,7 +73,7 @@ def test_diff_runs_names_a_config_edit_or_a_trace_that_ends_not_a_tensor(cli, tm
     write(a, "learner", [line(0, "loss", critic="1"), line(1, "loss", critic="2"), line(2, "loss", critic="3")])
     write(b, "learner", [line(0, "loss", critic="1"), line(1, "loss", critic="2")])
     result = cli("diff-runs", a, b)
-    assert result.code == 1 and "B's learner trace ends at step 1 (A's at 2); equal up to there" in result.out
+    assert result.code == 1 and f"{b}'s learner trace ends at step 1 ({a}'s at 2); equal up to there" in result.out
     assert "SOAKLAB_TRACE_DUMP" not in result.out
     for run, gamma in ((a, 0.99), (b, 0.9)):
         config = {"algo": "sac", "task": "t", "sim": "mujoco",

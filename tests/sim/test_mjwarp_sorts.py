@@ -257,3 +257,19 @@ def test_the_default_mode_installs_nothing_and_the_mode_refuses_another_version(
                        r"or set training.deterministic=false$"):
         mjwarp_sorts.install(mjw, backend.m)
     assert (collision_driver._sort_contacts, constraint._sort_constraints) == hooks
+
+
+def test_a_failed_capture_says_where_it_was_raised_and_who_called_warp():
+    """The backend's graph_disable_reason names the frame that raised (in warp here) and the last
+    frame outside warp that called it: the place to fix (a capture failed on the GPU in warp's own
+    shape check, reached from mujoco_warp, and the reason named neither)."""
+    from soaklab.sim.mjwarp import raised_where
+
+    def allocate_too_much() -> None:
+        wp.empty(shape=(2**31,), dtype=wp.int32, device="cpu")
+
+    with pytest.raises(ValueError) as raised:
+        allocate_too_much()
+    where = raised_where(raised.value)
+    assert where.startswith("raised at types.py:"), where
+    assert "called from sim/test_mjwarp_sorts.py:" in where and "in allocate_too_much" in where, where

@@ -54,7 +54,7 @@ def cmd_diff_runs(args: argparse.Namespace) -> int:
     if any(traced):
         ta, tb = trace.read_trace(a), trace.read_trace(b)  # one without a trace is refused, naming it
         found = trace.first_difference(ta, tb)
-        if found is not None and (ends := trace.ends_line(ta, tb, found)) is not None:
+        if found is not None and (ends := trace.ends_line(ta, tb, found, (str(a), str(b)))) is not None:
             print(f"diff-runs: {ends}")
             return 1
         if found is not None:

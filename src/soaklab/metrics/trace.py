@@ -79,10 +79,10 @@ def last_step(trace: dict[tuple[int, str], dict[str, str]], side: str) -> int:
 
 
 def ends_line(a: dict[tuple[int, str], dict[str, str]], b: dict[tuple[int, str], dict[str, str]],
-              diff: Difference) -> str | None:
+              diff: Difference, names: tuple[str, str] = ("A", "B")) -> str | None:
     """Where the difference is only that one side's trace stops before the other's (a killed or
     shorter run: the stage is absent there and nothing of that side comes after it): which one ends
-    where, else None."""
+    where (`names`: how the line names a and b), else None."""
     if diff.a is not None and diff.b is not None:
         return None
     short, other = ("B", "A") if diff.b is None else ("A", "B")
@@ -92,7 +92,8 @@ def ends_line(a: dict[tuple[int, str], dict[str, str]], b: dict[tuple[int, str],
     later = any((step, STAGES.index(stage)) > at for step, stage in lacking if side_of(stage) == side)
     if (diff.step, diff.stage) in lacking or later or last_step(lacking, side) < 0:
         return None  # a tensor or a stage it lacks in the middle, or a side it never traced
-    return (f"{short}'s {side} trace ends at step {last_step(lacking, side)} ({other}'s at "
+    label = dict(zip(("A", "B"), names, strict=True))
+    return (f"{label[short]}'s {side} trace ends at step {last_step(lacking, side)} ({label[other]}'s at "
             f"{last_step(traces[other], side)}); equal up to there (a killed or shorter run, not a difference "
             "in what they computed)")
 

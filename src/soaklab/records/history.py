@@ -13,7 +13,6 @@ import json
 import statistics
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -259,7 +258,8 @@ def history(repo: Path | None, record: Record, comparisons: list[tuple[dict[str,
     by_kind = verdicts(record, points)
     return {
         "record": record.name,
-        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        # as of its newest point, not the clock: a page changes only when its history does
+        "as_of": max((str(p["date"]) for p in points if p.get("date")), default=None),
         "figures": [{"key": f.key, "rule": f.rule, "band": list(f.band) if f.band else None,
                      "tolerance": f.tolerance, "relative": f.relative, "noisy": f.noisy} for f in record.figures],
         "points": points,

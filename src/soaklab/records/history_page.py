@@ -99,8 +99,8 @@ def page(doc: dict[str, Any]) -> str:
     parts = [f"<h3>History of record {name}</h3>",
              f'<p class="verdict">regression verdict: {html.escape(verdict["verdict"])}</p>',
              f'<p class="note">{html.escape(verdict["rule"])}. Machine kinds are judged apart, never pooled; '
-             "a figure marked noisy warns and never fails. Generated "
-             f"{html.escape(doc['generated'])} by <code>soaklab record history {name}</code>.</p>"]
+             f"a figure marked noisy warns and never fails. As of {html.escape(str(doc['as_of'] or 'no point'))} "
+             f"(its newest point), by <code>soaklab record history {name}</code>.</p>"]
     rows = [(VERDICT_CLASS.get(v["verdict"], ""), [kind, key, v["verdict"], v["detail"]])
             for kind, judged in verdict["machines"].items() for key, v in judged["figures"].items()]
     if rows:

@@ -25,6 +25,9 @@ settings contract keeps `sim=mjwarp` on a CUDA learner.
 
 from __future__ import annotations
 
+import os
+import traceback
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -65,6 +68,21 @@ def _kernels(wp: Any) -> tuple[Any, Any]:
             qvel[w, j] = qvel_in[w, j]
 
     return pack, apply_reset
+
+
+def raised_where(exc: BaseException) -> str:
+    """Where an exception was raised, and the last call outside warp that led there: a capture that
+    fails in warp's own code is fixed at the caller (mujoco_warp's or soaklab's)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "no traceback"
+    last = frames[-1]
+    where = f"raised at {Path(last.filename).name}:{last.lineno} in {last.name}"
+    outside = [f for f in frames if f"{os.sep}warp{os.sep}" not in f.filename]
+    if outside and outside[-1] is not last:
+        caller = outside[-1]
+        where += f", called from {'/'.join(Path(caller.filename).parts[-2:])}:{caller.lineno} in {caller.name}"
+    return where
 
 
 class MjwarpBackend:
@@ -202,9 +220,9 @@ class MjwarpBackend:
                 with wp.ScopedCapture() as capture:
                     self._reset_ops()
                 self._reset_graph = capture.graph
-        except Exception as exc:  # eager stepping still works; the diagnostics say why
+        except Exception as exc:  # eager stepping still works; the diagnostics say why, and where
             self._step_graph = self._reset_graph = None
-            self.graph_disable_reason = f"capture failed: {type(exc).__name__}: {exc}"
+            self.graph_disable_reason = f"capture failed: {type(exc).__name__}: {exc} ({raised_where(exc)})"
 
     def _launch(self, ops: Any, graph: Any = None) -> None:
         """Run `ops` (or its graph) on warp's stream, ordered after and before torch's current stream."""
