@@ -455,3 +455,29 @@ def test_export_never_writes_a_contract_whose_slices_do_not_tile(tmp_path, cartp
     with pytest.raises(RuntimeFailure, match=r"policy contract: the blocks cover \[0, 6\), the observation has 5"):
         write_contract(policy, contract, readable)
     assert policy.read_bytes() == before and not readable.exists()
+
+
+def test_deploy_check_refuses_an_empty_file_and_a_stale_readable_contract(cli, tmp_path, cartpole_policy):
+    """An empty file is said to be one (protobuf reads it as an empty model); the readable contract
+    beside the ONNX, once it says something else than the metadata (edited, or left by an earlier
+    export), is refused naming the first key that differs."""
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    result = cli("deploy-check", empty)
+    assert result.code == 2 and one_line(result.err).endswith(f"{empty}: an empty file, not an ONNX model; "
+                                                              "export the policy again")
+    policy, readable = tmp_path / "policy.onnx", tmp_path / "policy.contract.json"
+    shutil.copy(cartpole_policy, policy)
+    shutil.copy(cartpole_policy.with_name("policy.contract.json"), readable)
+    contract = json.loads(readable.read_text())
+    blocks = contract["observation"]["blocks"]
+    blocks[0]["name"], blocks[1]["name"] = blocks[1]["name"], blocks[0]["name"]
+    readable.write_text(json.dumps(contract))
+    result = cli("deploy-check", policy, "--episodes", "1")
+    assert result.code == 2
+    assert one_line(result.err).endswith(f"{readable}: differs from the contract in policy.onnx's metadata (first at "
+                                         "observation.blocks[0].name); the metadata is what the policy was exported "
+                                         "with: export it again, or remove the stale file")
+    readable.unlink()  # the metadata alone is the contract
+    result = cli("deploy-check", policy, "--episodes", "1")
+    assert result.code == 0 and "1 episode (seed" in result.out, result.err

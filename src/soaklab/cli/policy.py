@@ -80,8 +80,9 @@ def cmd_deploy_check(args: argparse.Namespace) -> int:
                    f"{f['root_relative_mpkpe_m']:.3f} m), joint error {f['joint_error_rad']:.3f} rad"
                    if "mpkpe_m" in f else f", mean episode {f['mean_episode_steps']:.1f} steps")
         print(f"deploy-check: {clip} from {args.policy_onnx} alone on MuJoCo: contract reproduces the policy's first "
-              f"{probe['steps']} observations (max |diff| {probe['max_abs_diff']:.1e}); {f['episodes']} episodes "
-              f"(seed {record['seed']}), success {f['success_rate']:.1%}{tracked}"
+              f"{probe['steps']} observations (max |diff| {probe['max_abs_diff']:.1e}); {f['episodes']} "
+              f"episode{'' if f['episodes'] == 1 else 's'} (seed {record['seed']}), "
+              f"success {f['success_rate']:.1%}{tracked}"
               + (f" -> {args.out}" if args.out is not None else ""))
     return 0
 

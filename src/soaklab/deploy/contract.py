@@ -134,6 +134,8 @@ def _read_contract(path: Path) -> Contract:
     if not path.is_file():
         raise InvalidInput(f"{path}: no such ONNX file")
     raw = path.read_bytes()
+    if not raw:  # protobuf reads b"" as an empty model: say what it is
+        raise InvalidInput(f"{path}: an empty file, not an ONNX model; export the policy again")
     try:
         model = onnx.load_from_string(raw)
     except Exception as exc:  # protobuf's DecodeError and kin: a file that is not ONNX
@@ -181,7 +183,43 @@ def _read_contract(path: Path) -> Contract:
     if data["action"]["dim"] != widths["output"] or any(len(o) != widths["input"] for o in probe):
         raise InvalidInput(f"{where}: action dim {data['action']['dim']}, {widths['output']} channels and the probe's "
                            f"observations must fit the model; export the policy again")
+    if (stale := sidecar_difference(path, data)) is not None:
+        raise InvalidInput(stale)
     return Contract(path, data, raw)
+
+
+def first_difference(a: Any, b: Any, at: str = "") -> str | None:
+    """The first key path where two JSON values differ ('' for the root), else None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{at}.{key}".lstrip(".")
+            if (found := first_difference(a[key], b[key], f"{at}.{key}")) is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((f for i, (x, y) in enumerate(zip(a, b, strict=True))
+                     if (f := first_difference(x, y, f"{at}[{i}]")) is not None), None)
+    return None if a == b else (at.lstrip(".") or "(the whole contract)")
+
+
+def sidecar_difference(path: Path, data: dict[str, Any]) -> str | None:
+    """Where a readable contract sits beside the ONNX (`<stem>.contract.json`, written with it) but no
+    longer says what the metadata says: the line refusing it. The metadata is what the policy was
+    exported with; a sidecar edited, or left from an earlier export, would mislead whoever reads it."""
+    readable = sidecar(path)
+    if not readable.is_file():
+        return None
+    try:
+        if readable.stat().st_size > MAX_CONTRACT_BYTES:
+            raise ValueError(f"more than {MAX_CONTRACT_BYTES} bytes")
+        theirs = json.loads(readable.read_bytes())
+    except (OSError, ValueError) as exc:
+        return f"{readable}: unreadable beside {path.name} ({short(str(exc))}); export the policy again or remove it"
+    if (at := first_difference(theirs, data)) is None:
+        return None
+    return (f"{readable}: differs from the contract in {path.name}'s metadata (first at {short(at)}); the "
+            "metadata is what the policy was exported with: export it again, or remove the stale file")
 
 
 def write_contract(path: Path, contract: dict[str, Any], readable: Path) -> None:
