@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""On the GPU machine: at which world counts the deterministic env step captures, and where it fails.
+
+For each world count and Jacobian layout (mujoco_warp's automatic choice, sparse for the G1, and
+dense), builds soaklab's MJWarp backend as `training.deterministic` does (SOAKLAB_DETERMINISTIC=1:
+opt.deterministic = ALL, soaklab's sorts) and reports whether the step and reset were captured (else
+the backend's reason, which names where the capture failed). Where captured: two backends stepped
+20 control steps from one state, bit for bit or not, and the captured step's median time (CUDA events,
+after warm-up). One JSON line per case, all of them in --out.
+
+    bash scripts/gpu/bootstrap.sh python3 scripts/gpu/det_capture.py --worlds 64,256,1024,4096 --out det_capture.json
+
+Found on an H100 (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/): at 1024 worlds the capture
+failed (`Array shapes must not exceed ... 6991922687`) and the runs stepped eagerly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", default="64,256,1024,4096")
+    parser.add_argument("--jacobians", default="auto,dense", help="auto (mujoco_warp's choice), dense, sparse")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda:0", help="cpu: warp's CPU device (its capture records only)")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    os.environ["SOAKLAB_DETERMINISTIC"] = "1"  # what host.determinism.enter exports in a run
+
+    import mujoco
+    import numpy as np
+    import torch
+
+    from soaklab.assets.pull import PullRequest, pull_assets
+    from soaklab.config.compose import compose
+    from soaklab.sim.mjwarp import MjwarpBackend
+    from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model
+
+    manifest_path = Path("results/assets/manifest.json")
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+    else:
+        wheel = next(Path("resources/assets/cache").glob("mjlab-*.whl"))
+        manifest = pull_assets(PullRequest(robot="g1", source=str(wheel), motion=None, dest=Path("resources/assets"),
+                                           manifest=manifest_path, repair=False, clip="largebox"))
+    cfg = TrackingConfig.from_config(compose("flashsac", "g1_motion_tracking", "mujoco", []).config["task"])
+    layouts = {"auto": None, "dense": mujoco.mjtJacobian.mjJAC_DENSE, "sparse": mujoco.mjtJacobian.mjJAC_SPARSE}
+    cases = []
+    for n in (int(w) for w in args.worlds.split(",")):
+        for name in args.jacobians.split(","):
+            model, _, _ = build_tracking_model(manifest["scene"]["path"], cfg)
+            if layouts[name] is not None:
+                model.opt.jacobian = layouts[name]
+            rng = np.random.default_rng(3)
+            qpos = np.tile(model.qpos0, (n, 1)) + rng.normal(0, 0.02, (n, model.nq))
+            qpos[:, 2] = model.qpos0[2]
+            qvel = rng.normal(0, 0.1, (n, model.nv))
+            case: dict = {"worlds": n, "jacobian": name}
+            states, step_ms = [], None
+            for attempt in range(2):
+                backend = MjwarpBackend(model, num_envs=n, decimation=cfg.decimation, device=args.device)
+                graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
+                case.update(sparse=bool(backend.m.is_sparse), captured=graph["enabled"], reason=graph["disable_reason"])
+                backend.reset(np.arange(n), qpos, qvel)
+                backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)
+                                          .reshape(backend.ctrl_tensor.shape))
+                for _ in range(args.steps):
+                    backend.step()
+                states.append(backend.state.clone())
+                if attempt == 0 and args.device.startswith("cuda"):
+                    times = []
+                    for _ in range(25):
+                        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                        start.record()
+                        backend.step()
+                        end.record()
+                        torch.cuda.synchronize()
+                        times.append(start.elapsed_time(end))
+                    step_ms = float(np.median(times[5:]))
+                backend.close()
+            case.update(bitwise=bool(torch.equal(states[0], states[1])), step_ms_median=step_ms,
+                        env_steps_per_s=None if step_ms is None else n / step_ms * 1e3)
+            print(json.dumps(case), flush=True)
+            cases.append(case)
+    args.out.write_text(json.dumps({"device": args.device, "steps": args.steps, "cases": cases}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
