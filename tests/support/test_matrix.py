@@ -138,6 +138,27 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
     assert found == "Benchmarked" and any("env_steps_per_s" in r and "outside its threshold" in r for r in reasons)
 
 
+def test_only_a_reproduced_record_carries_recommended_and_the_readme_says_where_to_start(repo):
+    """cpu-g1-30min has learning thresholds its run meets and a 30-minute clean soak; while only
+    ci-dag's reproduction is kept, the configuration stays Benchmarked (evidence nobody reproduced
+    promotes nothing). Its own kept reproduction makes it Recommended, and the README's line on
+    where to start names it."""
+    from soaklab.support.matrix import start_from
+
+    for reproduced in (repo / "records").rglob(store.REPRODUCED):
+        reproduced.unlink()
+    store.keep(repo / "records", "ci-dag", self_comparison(repo, "ci-dag"))
+    found, by, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked" and by["record"] == "ci-dag"
+    assert any("cpu-g1-30min" in r and "no kept reproduction" in r for r in reasons), reasons
+    store.keep(repo / "records", "cpu-g1-30min", self_comparison(repo, "cpu-g1-30min"))
+    assert level(repo, G1_CPU)[0] == "Recommended"
+    line = start_from(generate(repo))
+    assert ("On the CPU, Recommended: **flashsac, g1_motion_tracking, mujoco, 1 rank(s)** "
+            "([cpu-g1-30min](records/cpu-g1-30min/record.yaml))") in line, line
+    assert line in outputs(repo)[README]
+
+
 def failing(comparison: dict) -> dict:
     """The comparison with its first seed's final weights differing, that row failing, the verdict
     field left as it was."""

@@ -62,11 +62,15 @@ def table(root: Path) -> str:
     return "\n".join([*lines, "", END])
 
 
-def readme_with_table(root: Path) -> str:
-    """README.md with its records table replaced by the one the records give now."""
+def readme_with_table(root: Path, start_from: str = "") -> str:
+    """README.md with its records table replaced by the one the records give now, followed by
+    `start_from` (the support matrix's advice on which configuration to start from)."""
     text = (root / README).read_text()
     if BEGIN not in text or END not in text:
         raise ValueError(f"{README}: no records table markers ({BEGIN!r} ... {END!r})")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return head + table(root) + tail
+    generated = table(root)
+    if start_from:
+        generated = generated.replace(f"\n{END}", f"\n{start_from}\n\n{END}")
+    return head + generated + tail

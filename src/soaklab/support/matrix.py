@@ -5,8 +5,9 @@ validation inventory (soaklab.support.inventory; docs/support-matrix.md).
     Configured    it resolves and validates against the settings contract
     Tested        configured, and a CI test or a record CI reproduces runs it
     Benchmarked   configured, and a record of it was reproduced within its bands (kept reproduction)
-    Recommended   benchmarked, every learning threshold of its records met on the runs of record, and
-                  a record of it soaked for 30 minutes or more with a clean leak verdict
+    Recommended   benchmarked, and of its records reproduced and kept: one whose every learning
+                  threshold is met on the runs of record, and one that soaked for 30 minutes or more
+                  with a clean leak verdict
 
 Tested is what CI proves and Benchmarked what a record proves; a GPU configuration can be
 Benchmarked without being Tested, since CI has no GPU. A passing soak on someone's machine promotes
@@ -137,10 +138,12 @@ def decide(evidence: Evidence) -> Row:
             else:
                 reasons.append(f"record {record.name} ({artifacts.name}): {edited}; run `soaklab record update "
                                f"{record.name}`")
+    reproduced = []  # the sets a passing kept reproduction backs: only they can carry Recommended
     for record, artifacts in sets:
         kept, why, is_refusal = kept_reproduction(record, artifacts)
         if kept is not None:
             benchmarked = benchmarked or kept
+            reproduced.append((record, artifacts))
         else:
             reasons.append(why)
             refused += [why] if is_refusal else []
@@ -151,12 +154,13 @@ def decide(evidence: Evidence) -> Row:
         if not tested:
             reasons.insert(0, "no CI test or CI-reproduced record")
         return Row(evidence, "Tested" if tested else "Configured", None, tuple(reasons), tuple(refused))
-    learned = [thresholds_met(r, a) for r, a in sets]
-    soaked = [long_clean_soak(r, a) for r, a in sets]
+    learned = [thresholds_met(r, a) for r, a in reproduced]
+    soaked = [long_clean_soak(r, a) for r, a in reproduced]
     if any(ok for ok, _ in learned) and any(ok for ok, _ in soaked):
         return Row(evidence, "Recommended", benchmarked, (), tuple(refused))
     missing = [why for ok, why in learned + soaked if not ok]
-    return Row(evidence, "Benchmarked", benchmarked, tuple(missing), tuple(refused))
+    # then why the other records give nothing (no kept reproduction, a stale one, a spec edited since)
+    return Row(evidence, "Benchmarked", benchmarked, tuple(missing + reasons), tuple(refused))
 
 
 def generate(root: Path) -> list[Row]:
@@ -201,6 +205,32 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def start_from(rows: list[Row]) -> str:
+    """Which configuration to start from, per device: its Recommended rows (and the records with learning
+    thresholds that carry them, whose `run` is the configuration to copy), else its Benchmarked ones."""
+    parts = []
+    for device, where in (("cpu", "On the CPU"), ("cuda", "On the GPU")):
+        mine = [r for r in rows if r.evidence.combination.device == device]
+        for level in ("Recommended", "Benchmarked"):
+            picks = [r for r in mine if r.level == level]
+            if not picks:
+                continue
+            named = "; ".join(
+                f"**{c.algo}, {c.task}, {c.sim}, {c.ranks} rank(s)**"
+                + "".join(f" ([{rec.name}](records/{rec.name}/record.yaml))" for rec in r.evidence.records
+                          if (rec.thresholds if level == "Recommended" else
+                              (r.benchmarked_by or {}).get("record") == rec.name))
+                for r in picks for c in [r.evidence.combination])
+            lead = "Recommended: " if level == "Recommended" else "nothing is Recommended yet; Benchmarked: "
+            parts.append(f"{where}, {lead}{named}.")
+            break
+        else:
+            parts.append(f"{where}, nothing is Benchmarked yet.")
+    return ("**Which configuration to start from** ([support matrix](docs/support-matrix.md)): " + " ".join(parts)
+            + " A record's `run` (algo, task, sim, overrides) is the configuration; `snakemake reproduce --config "
+            "reproduce=NAME` reruns it and judges it against the record.")
+
+
 def as_json(rows: list[Row]) -> dict[str, Any]:
     return {"levels": list(LEVELS), "configurations": [
         {"configuration": r.evidence.combination.key, "level": r.level,
@@ -216,7 +246,7 @@ def build(root: Path) -> tuple[dict[Path, str], list[str]]:
     _, refused = usable_records(root)
     refused += [line for row in rows for line in row.refused]
     files = {MARKDOWN: markdown(rows), JSON_OUT: json.dumps(as_json(rows), indent=2) + "\n",
-             README: readme_with_table(root)}
+             README: readme_with_table(root, start_from(rows))}
     return files, list(dict.fromkeys(refused))
 
 
