@@ -15,12 +15,14 @@ mkdir -p "$out"
 # Installed once per machine: a later call on the same warm machine (or a script started beside a
 # running one) skips pip, which must never run twice into /root/site at the same time.
 stamp=$( (cat .device/install.sh .device/sums/*; ls .device/wheels) | sha256sum | cut -c1-16)
+exec 9>/root/.soaklab-install.lock && flock 9  # a second bootstrap waits for the first one's install
 if [ "$(cat /root/site/.soaklab-installed 2>/dev/null)" = "$stamp" ]; then
   echo "bootstrap: the staged wheels are installed already ($stamp)"
 else
   bash .device/install.sh >"$out/install.log" 2>&1 || { cat "$out/install.log"; echo "bootstrap: install failed" >&2; exit 2; }
   echo "$stamp" >/root/site/.soaklab-installed
 fi
+flock -u 9
 export PYTHONPATH=/root/site:$here/src
 export PATH=/root/site/bin:$PATH
 # soaklab runs from the checkout's src/ (not installed): the README's `soaklab ...` lines need a command.

@@ -25,7 +25,8 @@ from pathlib import Path
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", default="64,256,1024,4096")
-    parser.add_argument("--jacobians", default="auto,dense", help="auto (mujoco_warp's choice), dense, sparse")
+    parser.add_argument("--jacobians", default="auto,dense",
+                        help="comma-separated: auto (mujoco_warp's choice), dense, sparse")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda:0", help="cpu: warp's CPU device (its capture records only)")
     parser.add_argument("--out", type=Path, required=True)
@@ -34,11 +35,9 @@ def main() -> int:
 
     import mujoco
     import numpy as np
-    import torch
 
     from soaklab.assets.pull import PullRequest, pull_assets
     from soaklab.config.compose import compose
-    from soaklab.sim.mjwarp import MjwarpBackend
     from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model
 
     manifest_path = Path("results/assets/manifest.json")
@@ -50,7 +49,10 @@ def main() -> int:
                                            manifest=manifest_path, repair=False, clip="largebox"))
     cfg = TrackingConfig.from_config(compose("flashsac", "g1_motion_tracking", "mujoco", []).config["task"])
     layouts = {"auto": None, "dense": mujoco.mjtJacobian.mjJAC_DENSE, "sparse": mujoco.mjtJacobian.mjJAC_SPARSE}
-    cases = []
+    unknown = sorted(set(args.jacobians.split(",")) - set(layouts))
+    if unknown:
+        parser.error(f"--jacobians: {', '.join(unknown)}: expected {', '.join(layouts)}")
+    cases: list[dict] = []
     for n in (int(w) for w in args.worlds.split(",")):
         for name in args.jacobians.split(","):
             model, _, _ = build_tracking_model(manifest["scene"]["path"], cfg)
@@ -61,34 +63,50 @@ def main() -> int:
             qpos[:, 2] = model.qpos0[2]
             qvel = rng.normal(0, 0.1, (n, model.nv))
             case: dict = {"worlds": n, "jacobian": name}
-            states, step_ms = [], None
-            for attempt in range(2):
-                backend = MjwarpBackend(model, num_envs=n, decimation=cfg.decimation, device=args.device)
-                graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
-                case.update(sparse=bool(backend.m.is_sparse), captured=graph["enabled"], reason=graph["disable_reason"])
-                backend.reset(np.arange(n), qpos, qvel)
-                backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)
-                                          .reshape(backend.ctrl_tensor.shape))
-                for _ in range(args.steps):
-                    backend.step()
-                states.append(backend.state.clone())
-                if attempt == 0 and args.device.startswith("cuda"):
-                    times = []
-                    for _ in range(25):
-                        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                        start.record()
-                        backend.step()
-                        end.record()
-                        torch.cuda.synchronize()
-                        times.append(start.elapsed_time(end))
-                    step_ms = float(np.median(times[5:]))
-                backend.close()
-            case.update(bitwise=bool(torch.equal(states[0], states[1])), step_ms_median=step_ms,
-                        env_steps_per_s=None if step_ms is None else n / step_ms * 1e3)
+            try:
+                case.update(run_case(model, n, cfg.decimation, qpos, qvel, args))
+            except Exception as exc:  # one case's failure (memory at 4096, say) leaves the others to run
+                case["error"] = f"{type(exc).__name__}: {exc}"
             print(json.dumps(case), flush=True)
             cases.append(case)
-    args.out.write_text(json.dumps({"device": args.device, "steps": args.steps, "cases": cases}, indent=2) + "\n")
+            args.out.write_text(json.dumps({"device": args.device, "steps": args.steps, "cases": cases}, indent=2)
+                                + "\n")  # after every case: a command cut short keeps what was done
     return 0
+
+
+def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespace) -> dict:
+    """Two deterministic backends from one state: captured or why not, bits, the captured step's time."""
+    import numpy as np
+    import torch
+
+    from soaklab.sim.mjwarp import MjwarpBackend
+
+    case: dict = {}
+    states, step_ms = [], None
+    for attempt in range(2):
+        backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device)
+        graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
+        case.update(sparse=bool(backend.m.is_sparse), captured=graph["enabled"], reason=graph["disable_reason"])
+        backend.reset(np.arange(n), qpos, qvel)
+        backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)
+                                  .reshape(backend.ctrl_tensor.shape))
+        for _ in range(args.steps):
+            backend.step()
+        states.append(backend.state.clone())
+        if attempt == 0 and args.device.startswith("cuda"):  # CUDA events, the first 5 of 25 as warm-up
+            times = []
+            for _ in range(25):
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                start.record()
+                backend.step()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            step_ms = float(np.median(times[5:]))
+        backend.close()
+    case.update(bitwise=bool(torch.equal(states[0], states[1])), step_ms_median=step_ms,
+                env_steps_per_s=None if step_ms is None else n / step_ms * 1e3)
+    return case
 
 
 if __name__ == "__main__":

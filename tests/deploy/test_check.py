@@ -5,6 +5,7 @@ tests/policy/test_evaluate.py (G1 against evaluate, the swapped-joint refusal)."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -61,3 +62,21 @@ def test_the_check_loads_no_task_code_nor_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_readable_contract_is_compared_by_value_and_type_and_parsed_safely(tmp_path):
+    """The sidecar beside an ONNX: 5.0 is not the contract's 5, a duplicated key or a nesting deep
+    enough to exhaust the parser is a one-line refusal (deploy-check exits 2), never a traceback."""
+    from soaklab.deploy.contract import sidecar, sidecar_difference
+
+    policy = tmp_path / "p.v2.onnx"
+    readable = sidecar(policy)
+    assert readable.name == "p.v2.contract.json"
+    readable.write_text(json.dumps({"observation": {"dim": 5, "blocks": [1, 2]}}))
+    assert sidecar_difference(policy, {"observation": {"blocks": [1, 2], "dim": 5}}) is None  # key order alone
+    readable.write_text(json.dumps({"observation": {"dim": 5.0, "blocks": [1, 2]}}))
+    assert "first at observation.dim" in sidecar_difference(policy, {"observation": {"dim": 5, "blocks": [1, 2]}})
+    for text, words in (('{"a": 1, "a": 2}', "appears twice"), ("[" * 200_000 + "]" * 200_000, "nested deeper")):
+        readable.write_text(text)
+        found = sidecar_difference(policy, {"a": 1})
+        assert found is not None and "unreadable beside p.v2.onnx" in found and words in found, found

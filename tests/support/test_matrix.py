@@ -112,7 +112,7 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
         reproduced.unlink()
     folder = repo / "records" / "ci-dag"
     spec = yaml.safe_load((folder / "record.yaml").read_text())
-    spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1.0}]
+    spec["thresholds"] = [{"name": "mean_reward", "at_env_steps": 480, "min": 0.1}]
     (folder / "record.yaml").write_text(yaml.safe_dump(spec))
     snapshot_path = artifacts(repo, "ci-dag") / "runs" / "seed1" / "snapshot.json"
     snap = json.loads(snapshot_path.read_text())
@@ -132,10 +132,17 @@ def test_recommended_needs_a_threshold_met_and_a_long_clean_soak(repo):
     summary_path.write_text(json.dumps(summary))
     assert level(repo, G1_CPU)[0] == "Recommended"
     # A threshold the runs of record miss: Benchmarked again, naming the figure.
-    spec["thresholds"] = [{"name": "env_steps_per_s", "min": 1e9}]
+    spec["thresholds"] = [{"name": "mean_reward", "at_env_steps": 480, "min": 1e9}]
     (folder / "record.yaml").write_text(yaml.safe_dump(spec))
     found, _, reasons = level(repo, G1_CPU)
-    assert found == "Benchmarked" and any("env_steps_per_s" in r and "outside its threshold" in r for r in reasons)
+    assert found == "Benchmarked" and any("mean_reward@480" in r and "outside its threshold" in r for r in reasons)
+    # A learning figure of record that is not a finite number (a run whose reward diverged) meets none.
+    spec["thresholds"] = [{"name": "mean_reward", "at_env_steps": 480, "min": 0.1}]
+    (folder / "record.yaml").write_text(yaml.safe_dump(spec))
+    snap["figures"]["mean_reward@480"] = float("nan")
+    snapshot_path.write_text(json.dumps(snap))
+    found, _, reasons = level(repo, G1_CPU)
+    assert found == "Benchmarked" and any("mean_reward@480 on record is not a finite number" in r for r in reasons)
 
 
 def test_only_a_reproduced_record_carries_recommended_and_the_readme_says_where_to_start(repo):
@@ -153,10 +160,15 @@ def test_only_a_reproduced_record_carries_recommended_and_the_readme_says_where_
     assert any("cpu-g1-30min" in r and "no kept reproduction" in r for r in reasons), reasons
     store.keep(repo / "records", "cpu-g1-30min", self_comparison(repo, "cpu-g1-30min"))
     assert level(repo, G1_CPU)[0] == "Recommended"
+    # a threshold on another record that its run misses: that record carries nothing and is not named
+    spec = repo / "records" / "cpu-g1-soak" / "record.yaml"
+    spec.write_text(spec.read_text() + "thresholds:\n  - {name: mean_reward, at_env_steps: 3200, min: 1000.0}\n")
     line = start_from(generate(repo))
     assert ("On the CPU, Recommended: **flashsac, g1_motion_tracking, mujoco, 1 rank(s)** "
-            "([cpu-g1-30min](records/cpu-g1-30min/record.yaml))") in line, line
+            "([cpu-g1-30min](records/cpu-g1-30min/record.yaml)).") in line, line
     assert line in outputs(repo)[README]
+    # the committed files do not depend on where the checkout lies (CI compares them)
+    assert not [rel for rel, text in outputs(repo.resolve()).items() if str(repo.resolve()) in text]
 
 
 def failing(comparison: dict) -> dict:
@@ -282,7 +294,7 @@ def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
     kept_path.write_text(json.dumps(forge(json.loads(kept_path.read_text()))))
     found, by, reasons = level(repo, G1_CPU)
     assert found == "Tested" and by is None
-    refusal = next(r for r in reasons if f"{kept_path}: " in r)
+    refusal = next(r for r in reasons if f"{kept_path.relative_to(repo)}: " in r)  # paths relative to the root
     assert refusal.startswith("record ci-dag (") and words in refusal, refusal
 
 

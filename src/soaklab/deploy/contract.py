@@ -200,7 +200,8 @@ def first_difference(a: Any, b: Any, at: str = "") -> str | None:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return next((f for i, (x, y) in enumerate(zip(a, b, strict=True))
                      if (f := first_difference(x, y, f"{at}[{i}]")) is not None), None)
-    return None if a == b else (at.lstrip(".") or "(the whole contract)")
+    same = type(a) is type(b) and a == b  # 1, 1.0 and True are equal in Python, not in a contract
+    return None if same else (at.lstrip(".") or "(the whole contract)")
 
 
 def sidecar_difference(path: Path, data: dict[str, Any]) -> str | None:
@@ -213,7 +214,7 @@ def sidecar_difference(path: Path, data: dict[str, Any]) -> str | None:
     try:
         if readable.stat().st_size > MAX_CONTRACT_BYTES:
             raise ValueError(f"more than {MAX_CONTRACT_BYTES} bytes")
-        theirs = json.loads(readable.read_bytes())
+        theirs = loads_checked(readable.read_bytes(), str(readable))  # duplicate keys, depth: refused
     except (OSError, ValueError) as exc:
         return f"{readable}: unreadable beside {path.name} ({short(str(exc))}); export the policy again or remove it"
     if (at := first_difference(theirs, data)) is None:

@@ -99,8 +99,9 @@ def page(doc: dict[str, Any]) -> str:
     parts = [f"<h3>History of record {name}</h3>",
              f'<p class="verdict">regression verdict: {html.escape(verdict["verdict"])}</p>',
              f'<p class="note">{html.escape(verdict["rule"])}. Machine kinds are judged apart, never pooled; '
-             f"a figure marked noisy warns and never fails. As of {html.escape(str(doc['as_of'] or 'no point'))} "
-             f"(its newest point), by <code>soaklab record history {name}</code>.</p>"]
+             "a figure marked noisy warns and never fails. "
+             + (f"As of its newest point, {html.escape(str(doc['as_of']))}" if doc["as_of"] else "No point yet")
+             + f"; written by <code>soaklab record history {name}</code>.</p>"]
     rows = [(VERDICT_CLASS.get(v["verdict"], ""), [kind, key, v["verdict"], v["detail"]])
             for kind, judged in verdict["machines"].items() for key, v in judged["figures"].items()]
     if rows:

@@ -350,10 +350,15 @@ def load_record(folder: Path, check_run: Callable[[str, dict[str, Any]], str | N
         at = f"{where}/{SPEC}: thresholds[{i}]"
         _checked_name(at, entry["name"], entry.get("at_env_steps"), task, limit)
         figure = Figure(entry["name"], RULE_OF[entry["name"]], at_env_steps=entry.get("at_env_steps"))
+        if figure.rule != "bootstrap":  # a threshold says what a run learned; a timing is judged by a band
+            raise RecordError(f"{at}: {entry['name']} is a timing, not a learning figure; a threshold takes one "
+                              f"of {', '.join(LEARNING)}")
         if entry.get("min") is None and entry.get("max") is None:
             raise RecordError(f"{at}: give min or max")
         for bound in ("min", "max"):
             _check_finite(f"{at}.{bound}", entry.get(bound))
+        if entry.get("min") is not None and entry.get("max") is not None and entry["min"] > entry["max"]:
+            raise RecordError(f"{at}: min {entry['min']} > max {entry['max']}: no value meets it")
         thresholds.append(Threshold(figure, entry.get("min"), entry.get("max")))
     ci = bool(spec.get("ci", False))
     if ci and spec["machine"] != "cpu":

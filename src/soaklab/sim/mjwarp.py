@@ -25,6 +25,7 @@ settings contract keeps `sim=mjwarp` on a CUDA learner.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import traceback
 from pathlib import Path
@@ -78,7 +79,9 @@ def raised_where(exc: BaseException) -> str:
         return "no traceback"
     last = frames[-1]
     where = f"raised at {Path(last.filename).name}:{last.lineno} in {last.name}"
-    outside = [f for f in frames if f"{os.sep}warp{os.sep}" not in f.filename]
+    spec = importlib.util.find_spec("warp")  # warp's own folder: a checkout under a folder named warp is not it
+    warp_dir = str(Path(spec.origin).parent) + os.sep if spec is not None and spec.origin else None
+    outside = [f for f in frames if warp_dir is None or not f.filename.startswith(warp_dir)]
     if outside and outside[-1] is not last:
         caller = outside[-1]
         where += f", called from {'/'.join(Path(caller.filename).parts[-2:])}:{caller.lineno} in {caller.name}"

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+import math
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,7 @@ class Row:
     benchmarked_by: dict[str, Any] | None  # record, date, commit, machine of the kept reproduction
     reasons: tuple[str, ...]  # why it is not one level higher (or why it is refused)
     refused: tuple[str, ...] = ()  # the record files refused while judging it: the generator's errors
+    recommended_by: tuple[str, ...] = ()  # Recommended: the records whose thresholds and long soak carry it
 
 
 def kept_reproduction(record: Record, artifacts: Path) -> tuple[dict[str, Any] | None, str, bool]:
@@ -80,9 +83,11 @@ def thresholds_met(record: Record, artifacts: Path) -> tuple[bool, str]:
     snaps = snapshots(record, artifacts)
     for threshold in record.thresholds:
         key = threshold.figure.key
-        values = [s["figures"].get(key) for s in snaps]
+        values = [(s.get("figures") or {}).get(key) if isinstance(s, dict) else None for s in snaps]
         if any(v is None for v in values):
             return False, f"record {record.name} ({artifacts.name}): {key} not on record"
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in values):  # NaN meets no bound
+            return False, f"record {record.name} ({artifacts.name}): {key} on record is not a finite number"
         mean = sum(values) / len(values)
         low, high = threshold.low, threshold.high
         if (low is not None and mean < low) or (high is not None and mean > high):
@@ -103,7 +108,7 @@ def long_clean_soak(record: Record, artifacts: Path) -> tuple[bool, str]:
             status = status_from_trends(summary["resource_summary"]["leak_verdict"]["trends"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             return False, f"record {record.name} ({artifacts.name}): {path}: unreadable soak summary ({exc})"
-        soak = snap["soak"]
+        soak = snap.get("soak") if isinstance(snap, dict) and isinstance(snap.get("soak"), dict) else {}
         if (soak.get("duration_s"), soak.get("leak_status")) != (duration, status):
             return False, (f"record {record.name} ({artifacts.name}): its snapshot's soak "
                            f"({soak.get('duration_s')} s, leak {soak.get('leak_status')}) is not its soak "
@@ -157,14 +162,27 @@ def decide(evidence: Evidence) -> Row:
     learned = [thresholds_met(r, a) for r, a in reproduced]
     soaked = [long_clean_soak(r, a) for r, a in reproduced]
     if any(ok for ok, _ in learned) and any(ok for ok, _ in soaked):
-        return Row(evidence, "Recommended", benchmarked, (), tuple(refused))
+        carriers = [r.name for (r, _), (ok, _) in zip(reproduced, learned, strict=True) if ok]
+        carriers += [r.name for (r, _), (ok, _) in zip(reproduced, soaked, strict=True) if ok]
+        return Row(evidence, "Recommended", benchmarked, (), tuple(refused), tuple(dict.fromkeys(carriers)))
     missing = [why for ok, why in learned + soaked if not ok]
     # then why the other records give nothing (no kept reproduction, a stale one, a spec edited since)
     return Row(evidence, "Benchmarked", benchmarked, tuple(missing + reasons), tuple(refused))
 
 
 def generate(root: Path) -> list[Row]:
-    return [decide(e) for e in inventory(root)]
+    """Each configuration's row; paths in its lines relative to `root`, so the committed files are the
+    same whichever folder the checkout lies in (CI's `--check` compares them)."""
+    # absolute forms only: a relative root's "./" would also match inside "../"
+    prefixes = tuple(dict.fromkeys(f"{p}{os.sep}" for p in (root.resolve(), root.absolute())))
+
+    def relative(line: str) -> str:
+        for prefix in prefixes:
+            line = line.replace(prefix, "")
+        return line
+
+    return [replace(row, reasons=tuple(map(relative, row.reasons)), refused=tuple(map(relative, row.refused)))
+            for row in map(decide, inventory(root))]
 
 
 def _tested_cell(evidence: Evidence) -> str:
@@ -217,9 +235,8 @@ def start_from(rows: list[Row]) -> str:
                 continue
             named = "; ".join(
                 f"**{c.algo}, {c.task}, {c.sim}, {c.ranks} rank(s)**"
-                + "".join(f" ([{rec.name}](records/{rec.name}/record.yaml))" for rec in r.evidence.records
-                          if (rec.thresholds if level == "Recommended" else
-                              (r.benchmarked_by or {}).get("record") == rec.name))
+                + "".join(f" ([{name}](records/{name}/record.yaml))" for name in
+                          (r.recommended_by if level == "Recommended" else [(r.benchmarked_by or {}).get("record")]))
                 for r in picks for c in [r.evidence.combination])
             lead = "Recommended: " if level == "Recommended" else "nothing is Recommended yet; Benchmarked: "
             parts.append(f"{where}, {lead}{named}.")
@@ -227,8 +244,8 @@ def start_from(rows: list[Row]) -> str:
         else:
             parts.append(f"{where}, nothing is Benchmarked yet.")
     return ("**Which configuration to start from** ([support matrix](docs/support-matrix.md)): " + " ".join(parts)
-            + " A record's `run` (algo, task, sim, overrides) is the configuration; `snakemake reproduce --config "
-            "reproduce=NAME` reruns it and judges it against the record.")
+            + " A record's `run` (algo, task, sim, overrides) is the configuration; `snakemake reproduce --cores 1 "
+            "--config reproduce=NAME` reruns it and judges it against the record.")
 
 
 def as_json(rows: list[Row]) -> dict[str, Any]:
