@@ -31,7 +31,7 @@ def test_the_first_difference_is_the_earliest_step_then_stage_then_name(tmp_path
     write(b, "learner", [line(1, "loss", critic="x"), line(1, "sample", rows="y")])
     found = first_difference(read_trace(a), read_trace(b))
     assert (found.step, found.stage, found.name) == (1, "sample", "rows")  # sample comes before loss
-    assert found.line() == "first difference: step 1, sample tensor rows (5 and y)"
+    assert found.line() == "first difference: step 1, sample tensor rows (5 in A, y in B)"
     assert first_difference(read_trace(a), read_trace(a)) is None
     write(b, "learner", [line(1, "loss", critic="4"), line(1, "sample", rows="5"), line(2, "weights", w="6")])
     assert first_difference(read_trace(a), read_trace(b)).line() == \
@@ -84,7 +84,7 @@ def test_diff_runs_names_a_config_edit_or_a_trace_that_ends_not_a_tensor(cli, tm
     assert result.code == 1, result.err
     first, second = result.out.splitlines()
     assert first.startswith("diff-runs: configs differ: algo.gamma 0.99 vs 0.9 (the first such key)")
-    assert second == "diff-runs: first difference: step 1, loss tensor critic (2 and x)"  # no rerun advice
+    assert second == f"diff-runs: first difference: step 1, loss tensor critic (2 in {a}, x in {b})"  # no advice
 
 
 def test_a_dumped_step_shows_the_values_that_differ(cli, tmp_path):
@@ -101,5 +101,6 @@ def test_a_dumped_step_shows_the_values_that_differ(cli, tmp_path):
     first, values = result.out.splitlines()[:2]
     # step 6 agreed; at step 7 run A still holds the weights step 6 held
     held = digest(tensors["weights"])
-    assert first.startswith(f"diff-runs: first difference: step 7, weights tensor weights ({held} and ")
+    run_a = tmp_path / "a"
+    assert first.startswith(f"diff-runs: first difference: step 7, weights tensor weights ({held} in {run_a}, ")
     assert values.startswith("  values: 1 of 4 elements differ; the first at [1, 1]: 4.0 and 4.00000")

@@ -58,7 +58,7 @@ def cmd_diff_runs(args: argparse.Namespace) -> int:
             print(f"diff-runs: {ends}")
             return 1
         if found is not None:
-            print(f"diff-runs: {found.line()}")
+            print(f"diff-runs: {found.line((str(a), str(b)))}")
             values = trace.values_line(a, b, found)
             if values is not None:
                 print(values)

@@ -33,8 +33,10 @@ class Difference:
     a: str | None  # the digest in run A (None: absent there)
     b: str | None
 
-    def line(self) -> str:
-        what = "missing in A" if self.a is None else "missing in B" if self.b is None else f"{self.a} and {self.b}"
+    def line(self, names: tuple[str, str] = ("A", "B")) -> str:
+        """`names`: how the line names the two runs (their dirs, in diff-runs)."""
+        what = (f"missing in {names[0]}" if self.a is None else f"missing in {names[1]}" if self.b is None
+                else f"{self.a} in {names[0]}, {self.b} in {names[1]}")
         return f"first difference: step {self.step}, {self.stage} tensor {self.name} ({what})"
 
 
