@@ -101,6 +101,9 @@ def test_evaluate_runs_every_episode_from_the_first_frame(cli, tmp_path, g1_run,
     record = json.loads(out.read_text())
     assert record["sim"] == record["trained_on"] == "mujoco" and record["sim_to_sim"] is False
     assert record["policy"] == "onnx" and record["run"]["config_hash"]
+    # how long the policy trained, from launch, read from its own checkpoint (not from file times)
+    final = torch.load(g1_run / "checkpoints" / "model_final.pt", weights_only=True)
+    assert final["elapsed_s"] > 0 and record["run"]["training_minutes"] == round(final["elapsed_s"] / 60.0, 3)
     assert record["run_status"] == "completed" and record["finished_policy"] is True
     assert record["run_failure_reason"] is None and "NOT A FINISHED" not in result.out + page.read_text()
     # The ONNX file acts; torch, beside it on the same observations, agrees within export's bound.

@@ -242,9 +242,14 @@ def test_non_finite_or_crafted_weights_are_refused_by_export_play_and_evaluate(c
     actor[name].view(-1)[0] = float("nan")
     nan = tmp_path / "nan.pt"
     torch.save(payload, nan)
+    actor[name].view(-1)[0] = 0.0
+    payload["elapsed_s"] = float("inf")  # the training time an evaluation reports: a number of seconds
+    clock = tmp_path / "clock.pt"
+    torch.save(payload, clock)
     marker = tmp_path / "marker"
     crafted = craft(tmp_path / "crafted.pt", marker, iteration=12, agent={})
     for checkpoint, says in ((nan, f"agent.actor.{name} holds non-finite values"),
+                             (clock, f"{clock}: elapsed_s is 'inf', not a number of seconds"),
                              (crafted, f"{crafted}: not plain data (it names io.open")):
         before = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
         for command, out in (("export", tmp_path / "p.onnx"), ("play", tmp_path / "p.mp4"),

@@ -34,6 +34,8 @@ def test_a_spent_budget_ends_the_run_completed_with_its_final_checkpoint(tmp_pat
                                     "end_iteration": iterations, "cause": "time_budget"}]
     final = torch.load(run_dir / "checkpoints" / "model_final.pt", weights_only=True)
     assert final["iteration"] == iterations and final["env_steps"] == summary["total_env_steps"]
+    # the policy checkpoint carries the training time from launch the budget counted (start-up included)
+    assert final["elapsed_s"] >= 0.0005 * 60
     # Every iteration it ran is in the event file: none was cut off by the stop.
     steps = read_scalars(event_file(run_dir)).query("tag == 'Train/step_reward'").step
     assert steps.max() == iterations - 1

@@ -194,7 +194,9 @@ def evaluate(trained: TrainedRun, sim: str, episodes: int | None = None, clip: s
         "torch_cross_check": {"max_abs_action_diff": worst},
         "start": "the clip's first frame, reset noise as configured, deterministic policy, no time limit",
         "run": {"run_dir": str(trained.run_dir), "checkpoint": str(trained.checkpoint),
-                "iteration": trained.iteration, "config_hash": trained.record.get("config_hash")},
+                "iteration": trained.iteration, "config_hash": trained.record.get("config_hash"),
+                # from the checkpoint itself (not file times): a time-to-success claim checks from this JSON
+                "training_minutes": None if trained.training_s is None else round(trained.training_s / 60.0, 3)},
         "commit": git_state(),
         "host": host_record(),
         "clips": results,

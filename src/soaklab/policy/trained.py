@@ -8,6 +8,7 @@ input: one line naming it, exit 2, nothing written.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +62,7 @@ class TrainedRun:
     checkpoint: Path
     iteration: int
     agent: Any  # an OffPolicyAgent on the CPU, in eval mode, with the checkpoint's weights
+    training_s: float | None = None  # the run's training time from launch to this checkpoint (None: not recorded)
 
     @property
     def task(self) -> str:
@@ -136,7 +138,19 @@ def load_trained(run_dir: Path, checkpoint: Path | None = None) -> TrainedRun:
                            f"({first}); a checkpoint from another run or task?") from None
     for module in agent.modules():
         module.eval()
-    return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent)
+    return TrainedRun(run_dir, record, path, int(payload.get("iteration", 0)), agent, training_time(path, payload))
+
+
+def training_time(path: Path, payload: dict[str, Any]) -> float | None:
+    """The checkpoint's `elapsed_s` (seconds from the run's launch, earlier segments of a resumed run
+    included); None for a checkpoint written before checkpoints carried it."""
+    elapsed = payload.get("elapsed_s")
+    if elapsed is None:
+        return None
+    if type(elapsed) not in (int, float) or not math.isfinite(elapsed) or elapsed < 0:
+        raise InvalidInput(f"{path}: elapsed_s is {str(elapsed)[:40]!r}, not a number of seconds; not a checkpoint "
+                           "soaklab wrote")
+    return float(elapsed)
 
 
 def non_finite_tensors(tree: Any, prefix: str = "agent") -> list[str]:

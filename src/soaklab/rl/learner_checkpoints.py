@@ -48,12 +48,13 @@ class LearnerCheckpoints:
         """A resume's kill test hook (SOAKLAB_FAULT=<name>@<the iteration it resumes at>)."""
         return self.resume is not None and self.fault is not None and self.fault.due(name, self.start_iteration)
 
-    def policy(self, name: str, iteration: int, env_steps: int, config_hash: str, agent: OffPolicyAgent) -> None:
+    def policy(self, name: str, iteration: int, env_steps: int, config_hash: str, agent: OffPolicyAgent,
+               elapsed_s: float) -> None:
         """checkpoints/<name>: the agent's networks and normalisers. Serialised in memory, written by
         Python (save_atomic): a full disk is then an OSError naming ENOSPC, not the "basic_ios::clear"
         torch's own file writer reports, and leaves no partial checkpoint behind."""
         save_atomic({"iteration": iteration, "env_steps": env_steps, "config_hash": config_hash,
-                     "agent": agent.state_dict()}, self.run_dir / "checkpoints" / name)
+                     "elapsed_s": elapsed_s, "agent": agent.state_dict()}, self.run_dir / "checkpoints" / name)
 
     def save(self, k: int, started: float, learning: Learning, metrics: np.ndarray, env_steps: int,
              config_hash: str, elapsed_s: float) -> None:

@@ -307,7 +307,8 @@ class Learner:
         if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
             return
         self.exchange.join()  # the reward statistics are updated on the ingress stream
-        self.checkpoints.policy(name, self.iteration, self.env_steps, self.config_hash, self.learning.agent)
+        self.checkpoints.policy(name, self.iteration, self.env_steps, self.config_hash, self.learning.agent,
+                                self.budget.elapsed_s())
 
     def _save_resume(self, k: int) -> None:
         """Resumable checkpoint k, its event rows up to iteration k - 1 on disk first."""

@@ -1,7 +1,8 @@
 """The wall-clock budget of a run (`training.max_wall_minutes`, docs/runtime.md).
 
 The budget counts the wall time of the iterations the run holds: a resumed run's earlier segments up
-to its checkpoint (the `elapsed_s` its learner checkpoint carries), then this process from its start.
+to its checkpoint (the `elapsed_s` its learner checkpoint carries), then this process from its launch.
+Each policy checkpoint carries the same figure, so an evaluation says how long its policy trained.
 It ends the run after a whole iteration, so the final checkpoint holds everything it trained on."""
 
 from __future__ import annotations
@@ -10,11 +11,19 @@ import time
 from dataclasses import dataclass, field
 
 
+def launched() -> float:
+    """This process's launch on time.monotonic()'s scale: start-up, the env's spawn and compilation
+    count towards a run's training time (a time-to-success figure is from launch)."""
+    import psutil
+
+    return time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
+
+
 @dataclass(frozen=True)
 class WallBudget:
     minutes: float | None  # training.max_wall_minutes (None: no budget)
     before_s: float = 0.0  # the wall time of the segments before this one, up to their checkpoint
-    started: float = field(default_factory=time.monotonic)  # this process's start, time.monotonic()
+    started: float = field(default_factory=lambda: launched())  # this process's launch, time.monotonic()
 
     def run_s(self) -> float:
         """This process's wall time so far."""
