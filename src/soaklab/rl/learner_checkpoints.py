@@ -26,6 +26,7 @@ from soaklab.rl.resume import (
     set_host_rng_state,
     tensor_state,
 )
+from soaklab.rl.wall_budget import WallBudget
 
 # Attributes of an agent that are wiring, not training state (the replay is saved on its own).
 AGENT_NOT_STATE = frozenset({"replay", "dp", "compilation"})
@@ -49,12 +50,13 @@ class LearnerCheckpoints:
         return self.resume is not None and self.fault is not None and self.fault.due(name, self.start_iteration)
 
     def policy(self, name: str, iteration: int, env_steps: int, config_hash: str, agent: OffPolicyAgent,
-               elapsed_s: float) -> None:
+               budget: WallBudget) -> None:
         """checkpoints/<name>: the agent's networks and normalisers. Serialised in memory, written by
         Python (save_atomic): a full disk is then an OSError naming ENOSPC, not the "basic_ios::clear"
         torch's own file writer reports, and leaves no partial checkpoint behind."""
         save_atomic({"iteration": iteration, "env_steps": env_steps, "config_hash": config_hash,
-                     "elapsed_s": elapsed_s, "agent": agent.state_dict()}, self.run_dir / "checkpoints" / name)
+                     "elapsed_s": budget.elapsed_s(),  # the run's training time from launch (evaluate reports it)
+                     "agent": agent.state_dict()}, self.run_dir / "checkpoints" / name)
 
     def save(self, k: int, started: float, learning: Learning, metrics: np.ndarray, env_steps: int,
              config_hash: str, elapsed_s: float) -> None:

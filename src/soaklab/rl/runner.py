@@ -304,11 +304,10 @@ class Learner:
         self.log.flush(self.learning.stats, dp, self.device, None if self.shutting_down else self.guards)
 
     def _checkpoint(self, name: str) -> None:
-        if not self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
-            return
-        self.exchange.join()  # the reward statistics are updated on the ingress stream
-        self.checkpoints.policy(name, self.iteration, self.env_steps, self.config_hash, self.learning.agent,
-                                self.budget.elapsed_s())
+        if self.is_main:  # every rank holds the same model: rank 0's checkpoint is the run's
+            self.exchange.join()  # the reward statistics are updated on the ingress stream
+            self.checkpoints.policy(name, self.iteration, self.env_steps, self.config_hash, self.learning.agent,
+                                    self.budget)
 
     def _save_resume(self, k: int) -> None:
         """Resumable checkpoint k, its event rows up to iteration k - 1 on disk first."""
