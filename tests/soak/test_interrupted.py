@@ -200,7 +200,9 @@ def test_an_unresumable_kept_run_is_set_aside_and_the_next_soak_starts_afresh(st
     run still there. The payload never runs."""
     first = start_soak(iterations=20, fault="kill_learner@15")
     assert first.wait() == 1, first.out()
-    (kept,) = kept_runs(first.log_dir)
+    runs = kept_runs(first.log_dir)
+    assert len(runs) == 1, (runs, first.out())  # CI saw none once under load (2026-12-07): the soak's words
+    kept = runs[0]
     marker = tmp_path / "marker"
     craft(learner_path(kept, 10), marker, iteration=10)
     refused = start_soak(iterations=20)
