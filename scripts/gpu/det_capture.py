@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""On the GPU machine: at which world counts the deterministic env step captures, and where it fails.
+"""On the GPU machine: whether the env step captures in each mode, bit for bit or not, and at what cost.
 
-For each world count and Jacobian layout (mujoco_warp's automatic choice, sparse for the G1, and
-dense), builds soaklab's MJWarp backend as `training.deterministic` does (SOAKLAB_DETERMINISTIC=1:
-opt.deterministic = ALL, soaklab's sorts) and reports whether the step and reset were captured (else
-the backend's reason, which names where the capture failed). Where captured: two backends stepped
-20 control steps from one state, bit for bit or not, and the captured step's median time (CUDA events,
-after warm-up). One JSON line per case, all of them in --out.
+For each world count, mode (deterministic: `training.deterministic`'s SOAKLAB_DETERMINISTIC=1,
+opt.deterministic = ALL and soaklab's sorts; default) and Jacobian layout (auto: the backend's own
+choice, dense in the deterministic mode; sparse or dense forced on the model), builds soaklab's MJWarp
+backend and reports whether the step and reset were captured (else the backend's reason, which names
+where the capture failed). Then two backends stepped 20 control steps from one state, bit for bit or
+not, and the step's median time (CUDA events, after warm-up), captured or eager. One JSON line per
+case, all of them in --out (written after each case).
 
-    bash scripts/gpu/bootstrap.sh python3 scripts/gpu/det_capture.py --worlds 64,256,1024,4096 --out det_capture.json
+    bash scripts/gpu/bootstrap.sh python3 scripts/gpu/det_capture.py --worlds 1024,4096 --out det_capture.json
 
-Found on an H100 (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/): at 1024 worlds the capture
-failed (`Array shapes must not exceed ... 6991922687`) and the runs stepped eagerly.
+Found on an H100 (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/): at 1024 worlds the
+deterministic capture of the sparse layout failed (`Array shapes must not exceed ... 6991922687`) and
+the runs stepped eagerly; hence the dense default in that mode (soaklab.sim.mjwarp.DENSE_REASON).
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from pathlib import Path
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", default="64,256,1024,4096")
-    parser.add_argument("--jacobians", default="auto,dense",
-                        help="comma-separated: auto (mujoco_warp's choice), dense, sparse")
+    parser.add_argument("--jacobians", default="auto,sparse",
+                        help="comma-separated: auto (the backend's choice), dense, sparse")
+    parser.add_argument("--modes", default="deterministic,default",
+                        help="comma-separated: deterministic, default (the default mode runs auto only)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda:0", help="cpu: warp's CPU device (its capture records only)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    os.environ["SOAKLAB_DETERMINISTIC"] = "1"  # what host.determinism.enter exports in a run
-
     import mujoco
     import numpy as np
 
@@ -53,8 +55,17 @@ def main() -> int:
     if unknown:
         parser.error(f"--jacobians: {', '.join(unknown)}: expected {', '.join(layouts)}")
     cases: list[dict] = []
+    modes = args.modes.split(",")
+    if set(modes) - {"deterministic", "default"}:
+        parser.error(f"--modes: {args.modes}: expected deterministic and/or default")
+    combos = [(mode, name) for mode in modes for name in args.jacobians.split(",")
+              if mode == "deterministic" or name == "auto"]
     for n in (int(w) for w in args.worlds.split(",")):
-        for name in args.jacobians.split(","):
+        for mode, name in combos:
+            # what host.determinism.enter exports in a run; the backend reads it when it is built
+            os.environ.pop("SOAKLAB_DETERMINISTIC", None)
+            if mode == "deterministic":
+                os.environ["SOAKLAB_DETERMINISTIC"] = "1"
             model, _, _ = build_tracking_model(manifest["scene"]["path"], cfg)
             if layouts[name] is not None:
                 model.opt.jacobian = layouts[name]
@@ -62,7 +73,7 @@ def main() -> int:
             qpos = np.tile(model.qpos0, (n, 1)) + rng.normal(0, 0.02, (n, model.nq))
             qpos[:, 2] = model.qpos0[2]
             qvel = rng.normal(0, 0.1, (n, model.nv))
-            case: dict = {"worlds": n, "jacobian": name}
+            case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name}
             try:
                 case.update(run_case(model, n, cfg.decimation, qpos, qvel, args))
             except Exception as exc:  # one case's failure (memory at 4096, say) leaves the others to run
@@ -75,7 +86,7 @@ def main() -> int:
 
 
 def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespace) -> dict:
-    """Two deterministic backends from one state: captured or why not, bits, the captured step's time."""
+    """Two backends from one state: captured or why not, bits, the step's time (captured or eager)."""
     import numpy as np
     import torch
 
@@ -86,7 +97,8 @@ def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespac
     for attempt in range(2):
         backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device)
         graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
-        case.update(sparse=bool(backend.m.is_sparse), captured=graph["enabled"], reason=graph["disable_reason"])
+        diag = backend.diagnostics()["diagnostics"]
+        case.update(jacobian=diag["jacobian"], captured=graph["enabled"], reason=graph["disable_reason"])
         backend.reset(np.arange(n), qpos, qvel)
         backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)
                                   .reshape(backend.ctrl_tensor.shape))

@@ -14,7 +14,7 @@ pytest.importorskip("mujoco_warp", reason="mujoco_warp is not installed (the war
 
 from soaklab.config.compose import compose  # noqa: E402
 from soaklab.errors import RuntimeFailure  # noqa: E402
-from soaklab.sim.mjwarp import MjwarpBackend  # noqa: E402
+from soaklab.sim.mjwarp import DENSE_REASON, MjwarpBackend  # noqa: E402
 from soaklab.sim.mujoco_cpu import MujocoBackend  # noqa: E402
 from soaklab.tasks.g1_tracking.env import TrackingConfig, build_tracking_model  # noqa: E402
 
@@ -183,7 +183,8 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
     step still a CUDA graph, and two backends stepped from one state through contacts agree bit for
     bit (docs/determinism.md). Without soaklab's sorts, 64 worlds differed from the first step (H200,
     max |diff| 1e-5 after one step, 1e-4 after ten). 1024 worlds, the runs' count: there the capture
-    failed on an H100 (2026-12-07; the runs stepped eagerly, still bit for bit, at 2.3 k env-steps/s)."""
+    of the sparse Jacobian failed on an H100 (2026-12-07; the runs stepped eagerly, still bit for bit, at
+    2.3 k env-steps/s), hence the dense one in this mode (soaklab.sim.mjwarp.DENSE_REASON)."""
     from mujoco_warp._src import collision_driver, constraint
 
     from soaklab.host.determinism import ENV
@@ -199,6 +200,7 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
         backend = MjwarpBackend(model, num_envs=n, decimation=dec)
         diag = backend.diagnostics()["diagnostics"]
         assert diag["deterministic"] == int(backend._mjw.DeterminismType.ALL)
+        assert (diag["jacobian"], diag["jacobian_reason"]) == ("dense", DENSE_REASON)
         assert diag["cuda_graph"]["enabled"] is True, diag["cuda_graph"]
         # soaklab's sorts fill mujoco_warp 4.0.0's empty CONTACTS and CONSTRAINT hooks (mjwarp_sorts)
         assert collision_driver._sort_contacts is mjwarp_sorts.sort_contacts

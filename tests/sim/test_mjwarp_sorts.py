@@ -21,7 +21,7 @@ from mujoco_warp._src import collision_driver, constraint  # noqa: E402
 
 from soaklab.errors import InvalidInput  # noqa: E402
 from soaklab.sim import mjwarp_sorts  # noqa: E402
-from soaklab.sim.mjwarp import MjwarpBackend  # noqa: E402
+from soaklab.sim.mjwarp import DENSE_REASON, MjwarpBackend, dense_copy, mjw_sparse  # noqa: E402
 
 # Every constraint block: an equality (connect: 3 rows), a dof friction row, a joint limit row, and
 # pyramidal contacts (4 rows each) of a box, a sphere and a capsule on a plane.
@@ -37,10 +37,11 @@ XML = """<mujoco><option timestep="0.005" jacobian="{jacobian}"/>
 NWORLD, NSTEPS = 3, 4
 
 
-# The G1's layout (nv 35 > 32: sparse under mujoco_warp's automatic choice, with the Newton solver's
-# JTDAJ blocks). A dense Jacobian's rows go through the same per-row gather; "dense" here passes too
-# (checked when written) but compiles mujoco_warp's dense kernels cold in CI (~15 s).
-JACOBIANS = ["sparse"]
+# The G1's layout in the deterministic mode: dense (soaklab.sim.mjwarp.DENSE_REASON). A sparse
+# Jacobian (a model that names it keeps it) goes through the same per-row gather plus its non-zeros and
+# the Newton solver's JTDAJ blocks; "sparse" here passes too (checked 2026-12-07) but compiles
+# mujoco_warp's sparse deterministic kernels cold in CI.
+JACOBIANS = ["dense"]
 
 
 @pytest.fixture(scope="module", params=JACOBIANS)
@@ -245,6 +246,9 @@ def test_the_default_mode_installs_nothing_and_the_mode_refuses_another_version(
     monkeypatch.setenv("SOAKLAB_DETERMINISTIC", "1")  # the mode: installed when the backend is built
     det = MjwarpBackend(mm, num_envs=2, decimation=1, device="cpu", use_graph=False)
     assert det.diagnostics()["diagnostics"]["deterministic"] == int(mjw.DeterminismType.ALL)
+    # the scene names its layout (the fixture's): kept, no reason given
+    named = "dense" if mm.opt.jacobian == mujoco.mjtJacobian.mjJAC_DENSE else "sparse"
+    assert (det.diagnostics()["diagnostics"]["jacobian"], det.jacobian_reason) == (named, None)
     assert (collision_driver._sort_contacts, constraint._sort_constraints) == (mjwarp_sorts.sort_contacts,
                                                                               mjwarp_sorts.sort_constraints)
     det.step()
@@ -257,6 +261,27 @@ def test_the_default_mode_installs_nothing_and_the_mode_refuses_another_version(
                        r"or set training.deterministic=false$"):
         mjwarp_sorts.install(mjw, backend.m)
     assert (collision_driver._sort_contacts, constraint._sort_constraints) == hooks
+
+
+def test_the_mode_steps_a_model_of_automatic_layout_with_the_dense_jacobian(monkeypatch):
+    """Above 32 dofs mujoco_warp picks the sparse Jacobian, whose ordered reductions are sized beyond
+    what a captured step can hold at the runs' world counts: the mode steps a copy with the dense one,
+    and says so; the caller's model keeps its layout, and a model that names one keeps it."""
+    chain = "".join('<body pos="0 0 -.1"><joint axis="0 1 0"/><geom size=".02"/>' for _ in range(33))
+    auto = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{chain}{'</body>' * 33}</worldbody></mujoco>")
+    assert mjw_sparse(auto) and not mjw_sparse(dense_copy(auto))
+    assert auto.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO
+    assert dense_copy(auto).opt.jacobian == mujoco.mjtJacobian.mjJAC_DENSE
+    monkeypatch.setenv("SOAKLAB_DETERMINISTIC", "1")
+    for module, name in ((collision_driver, "_sort_contacts"), (constraint, "_sort_constraints")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # mujoco_warp's own, back after the test
+    backend = MjwarpBackend(auto, num_envs=1, decimation=1, device="cpu", use_graph=False)
+    diag = backend.diagnostics()["diagnostics"]
+    assert (diag["jacobian"], diag["jacobian_reason"]) == ("dense", DENSE_REASON)
+    assert backend.model is not auto and auto.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO
+    monkeypatch.delenv("SOAKLAB_DETERMINISTIC")
+    assert MjwarpBackend(auto, num_envs=1, decimation=1, device="cpu", use_graph=False).diagnostics()[
+        "diagnostics"]["jacobian"] == "sparse"  # the default mode: mujoco_warp's own choice
 
 
 def test_a_failed_capture_says_where_it_was_raised_and_who_called_warp():

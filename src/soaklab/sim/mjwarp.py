@@ -25,6 +25,7 @@ settings contract keeps `sim=mjwarp` on a CUDA learner.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import traceback
@@ -71,6 +72,31 @@ def _kernels(wp: Any) -> tuple[Any, Any]:
     return pack, apply_reset
 
 
+# training.deterministic on a model whose Jacobian layout MuJoCo may choose (mjJAC_AUTO): the dense one.
+# mujoco_warp 4.0.0's sparse layout (its choice above 32 dofs: the G1 has 35) accumulates H = J'DJ in
+# kernels whose deterministic reductions warp sizes for the worst case, nworld x njmax x nv(nv+1)/2
+# records, sorted in full on every replay of a captured step: at 1024 G1 worlds a 7 GB sort buffer,
+# more than one warp array may hold, so the capture failed and the step ran eagerly (2,297 env-steps/s
+# on an H100, benchmarks/visits/2026-12-07-det-deploy/). The dense kernels reduce H per world in tiles,
+# without records. A model that names its layout keeps it.
+DENSE_REASON = ("deterministic mode: the dense Jacobian (mujoco_warp's sparse one sizes its ordered "
+                "reductions at nworld x njmax x nv(nv+1)/2 records)")
+
+
+def mjw_sparse(model: mujoco.MjModel) -> bool:
+    """Whether mujoco_warp steps `model` with the sparse Jacobian (its own rule, not MuJoCo's)."""
+    from mujoco_warp._src.io import is_sparse  # the pinned 4.0.0's rule: AUTO is sparse above 32 dofs
+
+    return bool(is_sparse(model))
+
+
+def dense_copy(model: mujoco.MjModel) -> mujoco.MjModel:
+    """A copy of `model` with the dense Jacobian; the caller's model is left as it was."""
+    dense = copy.copy(model)  # MjModel's copy is a deep one
+    dense.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    return dense
+
+
 def raised_where(exc: BaseException) -> str:
     """Where an exception was raised, and the last call outside warp that led there: a capture that
     fails in warp's own code is fixed at the caller (mujoco_warp's or soaklab's)."""
@@ -111,6 +137,9 @@ class MjwarpBackend:
 
         self._wp, self._mjw = wp, mjw
         wp.init()
+        self.jacobian_reason: str | None = None
+        if determinism.enabled() and model.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO and mjw_sparse(model):
+            model, self.jacobian_reason = dense_copy(model), DENSE_REASON
         self.model = model
         self.num_envs, self.decimation = num_envs, decimation
         self.nconmax, self.njmax = nconmax, njmax
@@ -351,6 +380,7 @@ class MjwarpBackend:
             overflow_worlds=self.overflow_worlds(),  # a host read: diagnostics are a cold-path snapshot
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
             device=str(self.torch_device), deterministic=int(self.m.opt.deterministic),
+            jacobian="sparse" if self.m.is_sparse else "dense", jacobian_reason=self.jacobian_reason,
         )
 
     def close(self) -> None:

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One detached visit for issue 67 with the deterministic mode's dense Jacobian (soaklab.sim.mjwarp
+# DENSE_REASON), from a copy of the checkout at /root/work with both pinned wheels in
+# resources/assets/cache/ (scripts/gpu/README.md, step 4):
+#
+#   (setsid nohup bash benchmarks/visits/2026-12-07-det-dense/visit.sh [STAGE...] >/root/visit.log 2>&1 </dev/null &)
+#
+# capture   scripts/gpu/det_capture.py at 1024 and 4096 worlds, both modes, the backend's own layout:
+#           does the deterministic step capture now, repeat bit for bit, and at what step time;
+# then, only if the deterministic step captured and repeated at 1024 worlds, the stages of
+# scripts/gpu/determinism.sh given (default: bits soak record cost), one after the other, alone on
+# the GPU; sparse: the sparse layout's deterministic step at 1024 worlds (eager) for comparison.
+# Everything lands under /root/visit-out, one folder per step; /root/visit.done marks the end.
+set -uo pipefail
+cd /root/work
+out=/root/visit-out
+mkdir -p "$out" && rm -f /root/visit.done
+log() { echo "== $(date -u +%T) $*"; }
+step() {  # step NAME COMMAND...: through bootstrap.sh, its own output folder and console
+  local name=$1; shift
+  mkdir -p "$out/$name"
+  OUT=$out/$name bash scripts/gpu/bootstrap.sh "$@" >"$out/$name/console.log" 2>&1
+  log "$name: exit $?"
+}
+stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(capture bits soak record cost)
+for stage in "${stages[@]}"; do
+  case $stage in
+  capture)
+    log "det_capture: both modes, 1024 and 4096 worlds"
+    step capture python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto \
+      --modes deterministic,default --out "$out/capture/det_capture.json"
+    grep '^{' "$out/capture/console.log"
+    if ! python3 - "$out/capture/det_capture.json" <<'PY'
+import json, sys
+cases = json.load(open(sys.argv[1]))["cases"]
+ok = any(c["worlds"] == 1024 and c["mode"] == "deterministic" and c.get("captured") and c.get("bitwise")
+         for c in cases)
+sys.exit(0 if ok else 1)
+PY
+    then log "the deterministic step did not capture and repeat at 1024 worlds: the stages are skipped"; break; fi
+    ;;
+  sparse)
+    log "det_capture: the sparse layout's deterministic step at 1024 worlds"
+    step sparse python3 scripts/gpu/det_capture.py --worlds 1024 --jacobians sparse --modes deterministic \
+      --out "$out/sparse/det_capture.json"
+    grep '^{' "$out/sparse/console.log"
+    ;;
+  *)
+    log "determinism.sh $stage"
+    step "$stage" bash scripts/gpu/determinism.sh "$stage"
+    tail -12 "$out/$stage/console.log" | grep -v "^bootstrap"
+    ;;
+  esac
+done
+log "done"
+touch /root/visit.done
