@@ -42,3 +42,22 @@ def use_keyed_cache() -> Path:
     folder = Path(base) / cache_key()
     os.environ[CACHE_ENV] = str(folder)
     return folder
+
+
+def start_compile_workers() -> None:
+    """Start torch.compile's worker pool now, while the process builds what it will compile, rather than
+    at its first compile. The soak's leak window opens at the trainer's first finished iteration
+    (soaklab.soak.leak); a pool of a process per core that appears inside it, at the first update or
+    the first env step, reads as growth: a deterministic GPU soak of 300 iterations went from 4 to 37
+    processes 10 s into that window and failed resource_leak (H100, 2026-12-07,
+    benchmarks/visits/2026-12-07-det-dense/). Inductor starts the pool's sidecar with `warm_pool` and
+    its workers at the first job, `use_process_pool`'s readiness probe; with one compile thread (or
+    in a daemonic process) both do nothing and compiles stay in process, as before."""
+    try:
+        from torch._inductor.async_compile import AsyncCompile
+
+        AsyncCompile.warm_pool()
+        AsyncCompile.use_process_pool()
+    except Exception as exc:  # noqa: BLE001 - a torch without these starts its pool lazily, as before
+        print(f"soaklab: torch.compile's workers start at the first compile ({type(exc).__name__}: {exc})",
+              file=sys.stderr, flush=True)

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from soaklab.config.keys import COMPILE_MODES
-from soaklab.host.compile_cache import use_keyed_cache
+from soaklab.host.compile_cache import start_compile_workers, use_keyed_cache
 
 
 class Compilation:
@@ -56,6 +56,7 @@ class Compilation:
         if self.scope != "update":
             return fn
         use_keyed_cache()
+        start_compile_workers()  # during start-up, not inside the soak's leak window
         compiled = torch.compile(fn, dynamic=False, backend=self.backend)
         if self.requested != "auto":
             return compiled

@@ -18,7 +18,7 @@ import torch
 from soaklab.assets import g1
 from soaklab.assets.motion import MotionClip
 from soaklab.errors import InvalidInput
-from soaklab.host.compile_cache import use_keyed_cache
+from soaklab.host.compile_cache import start_compile_workers, use_keyed_cache
 from soaklab.sim import build_stepper
 from soaklab.tasks import metrics as metrics_table
 from soaklab.tasks.env import StepResult
@@ -247,6 +247,7 @@ class G1MotionTrackingEnv:
         self.compiled = compile_terms
         if compile_terms:
             use_keyed_cache()  # kernels built for another instruction set are never reused
+            start_compile_workers()  # during start-up, not inside the soak's leak window
         self._step_terms = torch.compile(self.step_terms, dynamic=False) if compile_terms else self.step_terms
         b = self.backend
         base = b.slices["sensordata"].start
