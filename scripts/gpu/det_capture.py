@@ -29,6 +29,8 @@ def main() -> int:
     parser.add_argument("--worlds", default="64,256,1024,4096")
     parser.add_argument("--jacobians", default="auto,sparse",
                         help="comma-separated: auto (the backend's choice), dense, sparse")
+    parser.add_argument("--contact-jac", default="warp", choices=("warp", "one-block"),
+                        help="one-block: an experiment for the deterministic dense step (one_block_contact_jac)")
     parser.add_argument("--modes", default="deterministic,default",
                         help="comma-separated: deterministic, default (the default mode runs auto only)")
     parser.add_argument("--steps", type=int, default=20)
@@ -55,6 +57,8 @@ def main() -> int:
     if unknown:
         parser.error(f"--jacobians: {', '.join(unknown)}: expected {', '.join(layouts)}")
     cases: list[dict] = []
+    if args.contact_jac == "one-block":
+        one_block_contact_jac()
     modes = args.modes.split(",")
     if set(modes) - {"deterministic", "default"}:
         parser.error(f"--modes: {args.modes}: expected deterministic and/or default")
@@ -73,7 +77,7 @@ def main() -> int:
             qpos = np.tile(model.qpos0, (n, 1)) + rng.normal(0, 0.02, (n, model.nq))
             qpos[:, 2] = model.qpos0[2]
             qvel = rng.normal(0, 0.1, (n, model.nv))
-            case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name}
+            case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name, "contact_jac": args.contact_jac}
             try:
                 case.update(run_case(model, n, cfg.decimation, qpos, qvel, args))
             except Exception as exc:  # one case's failure (memory at 4096, say) leaves the others to run
@@ -83,6 +87,31 @@ def main() -> int:
             args.out.write_text(json.dumps({"device": args.device, "steps": args.steps, "cases": cases}, indent=2)
                                 + "\n")  # after every case: a command cut short keeps what was done
     return 0
+
+
+def one_block_contact_jac() -> None:
+    """An experiment (not in the package): the deterministic step's cost at 1024 worlds is mostly
+    sorting (benchmarks/visits/2026-12-07-det-dense/). mujoco_warp's dense contact Jacobian adds each
+    row's J.qvel into `efc.Jqvel` once per dof block; in the deterministic mode warp orders those adds
+    through records sized at njmax per thread for every thread of the launch (nworld x 64 x 256 for
+    the G1, sorted in full on every replay), though one thread per block adds. With a block as wide as
+    the padded dofs (one block: 64 >= nv_pad 48) each row gets a single add onto the zeroed array, exact
+    in any order: this launches that kernel as in the default mode. Whether the step still repeats bit
+    for bit, and what it then costs, is what the cases say."""
+    import mujoco_warp as mjw
+    from mujoco_warp._src import constraint
+
+    make_kernel, put_model = constraint._efc_contact_jac_dense, mjw.put_model
+
+    def model_with_one_block(mjm):
+        m = put_model(mjm)
+        m.block_dim.contact_jac_tiled = -(-m.nv_pad // 32) * 32  # the padded dofs in one block
+        return m
+
+    def kernel(tile_size, cone_type, njmax, deterministic=False):
+        return make_kernel(tile_size, cone_type, 0, False)  # one block: a single add per row
+
+    mjw.put_model, constraint._efc_contact_jac_dense = model_with_one_block, kernel
 
 
 def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespace) -> dict:
