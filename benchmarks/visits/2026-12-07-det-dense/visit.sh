@@ -9,7 +9,9 @@
 #           does the deterministic step capture now, repeat bit for bit, and at what step time;
 # then, only if the deterministic step captured and repeated at 1024 worlds, the stages of
 # scripts/gpu/determinism.sh given (default: bits soak record cost), one after the other, alone on
-# the GPU; sparse: the sparse layout's deterministic step at 1024 worlds (eager) for comparison.
+# the GPU; sparse: the sparse layout's deterministic step at 1024 worlds (eager) for comparison;
+# one-block: det_capture.py's one-block contact Jacobian experiment; reproduce: the gpu-deterministic
+# record reproduced (scripts/gpu/reproduce.sh; the next visit: `visit.sh reproduce soak one-block cost`).
 # Everything lands under /root/visit-out, one folder per step; /root/visit.done marks the end.
 set -uo pipefail
 cd /root/work
@@ -38,6 +40,17 @@ ok = any(c["worlds"] == 1024 and c["mode"] == "deterministic" and c.get("capture
 sys.exit(0 if ok else 1)
 PY
     then log "the deterministic step did not capture and repeat at 1024 worlds: the stages are skipped"; break; fi
+    ;;
+  one-block)  # the experiment on the deterministic step's cost (det_capture.py one_block_contact_jac)
+    log "det_capture: the deterministic step with the contact Jacobian in one dof block"
+    step one-block python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto --modes deterministic \
+      --contact-jac one-block --out "$out/one-block/det_capture.json"
+    grep '^{' "$out/one-block/console.log"
+    ;;
+  reproduce)  # the gpu-deterministic record, reproduced on a later visit and kept if it passes
+    log "reproduce gpu-deterministic"
+    REPRODUCE=gpu-deterministic step reproduce bash scripts/gpu/reproduce.sh
+    tail -8 "$out/reproduce/console.log" | grep -v "^bootstrap"
     ;;
   sparse)
     log "det_capture: the sparse layout's deterministic step at 1024 worlds"
