@@ -17,13 +17,7 @@ set -uo pipefail
 cd /root/work
 out=/root/visit-out
 mkdir -p "$out" && rm -f /root/visit.done
-log() { echo "== $(date -u +%T) $*"; }
-step() {  # step NAME COMMAND...: through bootstrap.sh, its own output folder and console
-  local name=$1; shift
-  mkdir -p "$out/$name"
-  OUT=$out/$name bash scripts/gpu/bootstrap.sh "$@" >"$out/$name/console.log" 2>&1
-  log "$name: exit $?"
-}
+source scripts/gpu/visit_steps.sh  # log, step
 stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(capture bits soak record cost)
 for stage in "${stages[@]}"; do
   case $stage in

@@ -16,13 +16,7 @@ set -uo pipefail
 cd /root/work
 out=/root/visit-out
 rm -rf "$out" /root/visit.done && mkdir -p "$out"
-log() { echo "== $(date -u +%T) $*"; }
-step() {  # step NAME COMMAND...: through bootstrap.sh, its own output folder and console
-  local name=$1; shift
-  mkdir -p "$out/$name"
-  OUT=$out/$name bash scripts/gpu/bootstrap.sh "$@" >"$out/$name/console.log" 2>&1
-  log "$name: exit $?"
-}
+source scripts/gpu/visit_steps.sh  # log, step
 
 log "the deterministic mode's GPU test"
 step test python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/sim/test_mjwarp.py -k deterministic_mode
