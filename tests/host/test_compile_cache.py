@@ -53,27 +53,33 @@ def test_terms_compiled_under_one_capability_are_not_reused_under_another(g1_ass
 
 
 # A process that starts torch.compile's workers and reports its own children once they are up (or
-# what it has after 120 s of waiting: the assertion below then says which case it was).
+# what it has after 120 s of waiting: the assertion below then says which case it was), and again
+# after inductor's quiesce delay (shortened here to 1 s; 60 s by default) has passed three times.
 WORKERS = """
 import sys, time, psutil
+from torch._inductor import config
 from soaklab.host.compile_cache import start_compile_workers
+config.quiesce_async_compile_time = 1
 start_compile_workers()
 me, deadline = psutil.Process(), time.monotonic() + 120
 while len(me.children(recursive=True)) < int(sys.argv[1]) and time.monotonic() < deadline:
     time.sleep(0.2)
-print(len(me.children(recursive=True)))
+up = len(me.children(recursive=True))
+time.sleep(3 if up else 0)
+print(up, len(me.children(recursive=True)))
 """
 
 
 def test_the_compile_workers_start_before_anything_is_compiled():
     """A process that will compile starts inductor's pool while it builds (soaklab.host.compile_cache):
     its workers exist before the first compile, so a soak's leak window, which opens at the first
-    iteration, does not see them appear. With one compile thread inductor keeps compiles in process."""
+    iteration, does not see them appear, nor leave and come back at a compile after inductor's quiesce
+    delay. With one compile thread inductor keeps compiles in process."""
     counts = {}
     for threads, wanted in (("2", 3), ("1", 0)):  # the sidecar and two workers; none
         env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=threads)
         done = subprocess.run([sys.executable, "-c", WORKERS, str(wanted)], env=env, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
-        counts[threads] = int(done.stdout.split()[-1])
-    assert counts["2"] >= 3 and counts["1"] == 0, counts
+        counts[threads] = tuple(int(n) for n in done.stdout.split()[-2:])
+    assert counts["2"][0] >= 3 and counts["2"][1] == counts["2"][0] and counts["1"] == (0, 0), counts

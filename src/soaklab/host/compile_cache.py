@@ -51,11 +51,15 @@ def start_compile_workers() -> None:
     the first env step, reads as growth: a deterministic GPU soak of 300 iterations went from 4 to 37
     processes 10 s into that window and failed resource_leak (H100, 2026-12-07,
     benchmarks/visits/2026-12-07-det-dense/). Inductor starts the pool's sidecar with `warm_pool` and
-    its workers at the first job, `use_process_pool`'s readiness probe; with one compile thread (or
-    in a daemonic process) both do nothing and compiles stay in process, as before."""
+    its workers at the first job, `use_process_pool`'s readiness probe; with one compile thread both do
+    nothing and compiles stay in process, as before. Inductor quiesces a pool 60 s after its last job
+    (its workers exit; the next compile starts them again): a first update more than a minute after
+    the build would start them inside the window after all, so this process's pool is not quiesced."""
     try:
+        from torch._inductor import config
         from torch._inductor.async_compile import AsyncCompile
 
+        config.quiesce_async_compile_pool = False  # read when the pool is made, just below
         AsyncCompile.warm_pool()
         AsyncCompile.use_process_pool()
     except Exception as exc:  # noqa: BLE001 - a torch without these starts its pool lazily, as before
