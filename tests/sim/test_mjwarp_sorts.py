@@ -279,9 +279,11 @@ def test_the_mode_steps_a_model_of_automatic_layout_with_the_dense_jacobian(monk
     diag = backend.diagnostics()["diagnostics"]
     assert (diag["jacobian"], diag["jacobian_reason"]) == ("dense", DENSE_REASON)
     assert backend.model is not auto and auto.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO
-    monkeypatch.delenv("SOAKLAB_DETERMINISTIC")
-    assert MjwarpBackend(auto, num_envs=1, decimation=1, device="cpu", use_graph=False).diagnostics()[
-        "diagnostics"]["jacobian"] == "sparse"  # the default mode: mujoco_warp's own choice
+    named = dense_copy(auto)
+    named.opt.jacobian = mujoco.mjtJacobian.mjJAC_SPARSE  # named: kept, and the sorts' sparse path runs
+    sparse = MjwarpBackend(named, num_envs=1, decimation=1, device="cpu", use_graph=False)
+    assert (sparse.diagnostics()["diagnostics"]["jacobian"], sparse.jacobian_reason) == ("sparse", None)
+    assert sparse.model is named and np.isfinite(sparse.state.numpy()).all()
 
 
 def test_a_failed_capture_says_where_it_was_raised_and_who_called_warp():

@@ -138,8 +138,12 @@ class MjwarpBackend:
         self._wp, self._mjw = wp, mjw
         wp.init()
         self.jacobian_reason: str | None = None
-        if determinism.enabled() and model.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO and mjw_sparse(model):
-            model, self.jacobian_reason = dense_copy(model), DENSE_REASON
+        if determinism.enabled():
+            from soaklab.sim import mjwarp_sorts
+
+            mjwarp_sorts.check_version()  # before mjw_sparse reads the pinned release's private rule
+            if model.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO and mjw_sparse(model):
+                model, self.jacobian_reason = dense_copy(model), DENSE_REASON
         self.model = model
         self.num_envs, self.decimation = num_envs, decimation
         self.nconmax, self.njmax = nconmax, njmax

@@ -268,17 +268,23 @@ def sort_constraints(m: Any, d: Any) -> None:
             _gather_world_rows(_words(array, 2), src_row)
 
 
-def install(mjw: Any, m: Any) -> None:
-    """Put the two sorts into mujoco_warp's hooks (idempotent). Refused, in one line, on another
-    mujoco_warp than the one whose hook names and layouts they follow."""
-    # the hook names and the pools' layouts below are those of this release (the catalogue's
-    # deterministic_exact, also checked when the config is resolved)
+def check_version() -> str:
+    """The installed mujoco-warp's version, refused in one line unless it is the release these sorts
+    (and the backend's layout rule) follow: the catalogue's deterministic_exact, also checked when the
+    config is resolved."""
     pinned = dict(BACKENDS["mjwarp"].deterministic_exact)["mujoco-warp"]
     version = metadata.version("mujoco-warp")
     if version_tuple(version) != version_tuple(pinned):
         raise InvalidInput(f"training.deterministic=true: soaklab's contact and constraint sorts follow "
                            f"mujoco-warp {pinned}; found mujoco-warp {version}: install mujoco-warp=={pinned} "
                            "or set training.deterministic=false")
+    return version
+
+
+def install(mjw: Any, m: Any) -> None:
+    """Put the two sorts into mujoco_warp's hooks (idempotent). Refused, in one line, on another
+    mujoco_warp than the one whose hook names and layouts they follow."""
+    version = check_version()
     if m.nflex:  # flex equality blocks keep row addresses of their own, which this sort does not follow
         raise InvalidInput("training.deterministic=true: soaklab's constraint sort does not handle flex bodies "
                            f"(this model has {m.nflex}): set training.deterministic=false")
