@@ -26,6 +26,7 @@ for stage in "${stages[@]}"; do
     step capture python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto \
       --modes deterministic,default --out "$out/capture/det_capture.json"
     grep '^{' "$out/capture/console.log"
+    [ -s "$out/capture/det_capture.json" ] || { log "det_capture wrote no cases (console.log says why): the stages are skipped"; break; }
     if ! python3 - "$out/capture/det_capture.json" <<'PY'
 import json, sys
 cases = json.load(open(sys.argv[1]))["cases"]
