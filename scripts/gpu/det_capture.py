@@ -33,6 +33,12 @@ def main() -> int:
                         help="one-block: an experiment for the deterministic dense step (one_block_contact_jac)")
     parser.add_argument("--modes", default="deterministic,default",
                         help="comma-separated: deterministic, default (the default mode runs auto only)")
+    parser.add_argument("--graphs", default="capture",
+                        help="comma-separated: capture (the backend's graphs), eager (no capture: warp sorts "
+                             "only the records a launch wrote, where a replay sorts every slot)")
+    parser.add_argument("--census", type=int, default=0, metavar="STEPS",
+                        help="profile this many steps of each case (torch profiler, CUPTI): the kernels that "
+                             "take the step's GPU time, grouped by warp function or name")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda:0", help="cpu: warp's CPU device (its capture records only)")
     parser.add_argument("--out", type=Path, required=True)
@@ -62,10 +68,13 @@ def main() -> int:
     modes = args.modes.split(",")
     if set(modes) - {"deterministic", "default"}:
         parser.error(f"--modes: {args.modes}: expected deterministic and/or default")
-    combos = [(mode, name) for mode in modes for name in args.jacobians.split(",")
+    graphs = args.graphs.split(",")
+    if set(graphs) - {"capture", "eager"}:
+        parser.error(f"--graphs: {args.graphs}: expected capture and/or eager")
+    combos = [(mode, name, graph) for mode in modes for name in args.jacobians.split(",") for graph in graphs
               if mode == "deterministic" or name == "auto"]
     for n in (int(w) for w in args.worlds.split(",")):
-        for mode, name in combos:
+        for mode, name, graph in combos:
             # what host.determinism.enter exports in a run; the backend reads it when it is built
             os.environ.pop("SOAKLAB_DETERMINISTIC", None)
             if mode == "deterministic":
@@ -77,9 +86,10 @@ def main() -> int:
             qpos = np.tile(model.qpos0, (n, 1)) + rng.normal(0, 0.02, (n, model.nq))
             qpos[:, 2] = model.qpos0[2]
             qvel = rng.normal(0, 0.1, (n, model.nv))
-            case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name, "contact_jac": args.contact_jac}
+            case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name, "contact_jac": args.contact_jac,
+                          "graph_asked": graph}
             try:
-                case.update(run_case(model, n, cfg.decimation, qpos, qvel, args))
+                case.update(run_case(model, n, cfg.decimation, qpos, qvel, args, use_graph=graph == "capture"))
             except Exception as exc:  # one case's failure (memory at 4096, say) leaves the others to run
                 case["error"] = f"{type(exc).__name__}: {exc}"
             print(json.dumps(case), flush=True)
@@ -114,7 +124,39 @@ def one_block_contact_jac() -> None:
     mjw.put_model, constraint._efc_contact_jac_dense = model_with_one_block, kernel
 
 
-def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespace) -> dict:
+def kernel_census(step, steps: int) -> dict:
+    """The GPU time of `steps` calls of `step`, by kernel group (warp's kernels by their function, the
+    others by name: the deterministic mode's sorts are CUB's), largest first; graph replays included."""
+    import re
+    from collections import defaultdict
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    warp_kernel = re.compile(r"^(?P<fn>.+?)_[0-9a-f]{6,}_cuda_kernel_(forward|backward)$")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    groups: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for ev in prof.events():
+        if ev.device_type != DeviceType.CUDA:
+            continue
+        m = warp_kernel.match(ev.name)
+        key = f"warp:{m.group('fn')}" if m else ev.name[:100]
+        groups[key][0] += 1
+        groups[key][1] += ev.time_range.end - ev.time_range.start
+    busy = sum(us for _, us in groups.values())
+    top = sorted(groups.items(), key=lambda kv: -kv[1][1])[:15]
+    return {"steps": steps, "busy_ms_per_step": round(busy / steps / 1e3, 3),
+            "kernels_per_step": round(sum(c for c, _ in groups.values()) / steps, 1),
+            "top": [{"group": k, "launches_per_step": round(c / steps, 2), "ms_per_step": round(us / steps / 1e3, 3)}
+                    for k, (c, us) in top]}
+
+
+def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespace, use_graph: bool = True) -> dict:
     """Two backends from one state: captured or why not, bits, the step's time (captured or eager)."""
     import numpy as np
     import torch
@@ -124,7 +166,7 @@ def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespac
     case: dict = {}
     states, step_ms = [], None
     for attempt in range(2):
-        backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device)
+        backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device, use_graph=use_graph)
         graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
         diag = backend.diagnostics()["diagnostics"]
         case.update(jacobian=diag["jacobian"], captured=graph["enabled"], reason=graph["disable_reason"])
@@ -144,6 +186,8 @@ def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespac
                 torch.cuda.synchronize()
                 times.append(start.elapsed_time(end))
             step_ms = float(np.median(times[5:]))
+            if args.census:
+                case["census"] = kernel_census(backend.step, args.census)
         backend.close()
     case.update(bitwise=bool(torch.equal(states[0], states[1])), step_ms_median=step_ms,
                 env_steps_per_s=None if step_ms is None else n / step_ms * 1e3)

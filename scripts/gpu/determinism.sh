@@ -123,8 +123,10 @@ cost)
       >"$work/warmup-$mode.log" 2>&1; echo "warmup $mode: exit $?"
   done
   for envs in 1024 4096; do
-    iterations=$(( envs == 1024 ? 1500 : 800 ))
     for mode in default deterministic; do
+      # the deterministic step is 7 to 12 times slower (2026-12-07-det-dense): fewer iterations, the same
+      # steady half to read
+      if [ $mode = default ]; then iterations=$(( envs == 1024 ? 1500 : 800 )); else iterations=$(( envs == 1024 ? 600 : 400 )); fi
       name=cost-$mode-$envs
       log "$name ($iterations iterations, alone)"
       python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training \

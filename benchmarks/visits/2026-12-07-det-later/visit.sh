@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One detached visit for issue 67, the visit after benchmarks/visits/2026-12-07-det-dense/, from a
+# copy of the checkout at /root/work with both pinned wheels in resources/assets/cache/
+# (scripts/gpu/README.md, step 4):
+#
+#   (setsid nohup bash benchmarks/visits/2026-12-07-det-later/visit.sh [STAGE...] >/root/visit.log 2>&1 </dev/null &)
+#
+# reproduce  the gpu-deterministic record made on the last visit, reproduced on this one
+#            (scripts/gpu/reproduce.sh: `snakemake reproduce`, then `soaklab record keep`);
+# census     scripts/gpu/det_capture.py at 1024 and 4096 worlds, both modes, captured and eager, with a
+#            kernel census of 5 steps each: where the deterministic step's time goes;
+# one-block  the same for the deterministic mode with det_capture.py's one-block contact Jacobian;
+# and any stage of scripts/gpu/determinism.sh (soak, cost, learning, ...), one after the other, alone
+# on the GPU (default: reproduce soak census one-block cost).
+# Everything lands under /root/visit-out, one folder per step; /root/visit.done marks the end.
+set -uo pipefail
+cd /root/work
+out=/root/visit-out
+mkdir -p "$out" && rm -f /root/visit.done
+source scripts/gpu/visit_steps.sh  # log, step
+stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(reproduce soak census one-block cost)
+for stage in "${stages[@]}"; do
+  case $stage in
+  reproduce)
+    log "reproduce gpu-deterministic"
+    REPRODUCE=gpu-deterministic step reproduce bash scripts/gpu/reproduce.sh
+    tail -8 "$out/reproduce/console.log" | grep -v "^bootstrap"
+    ;;
+  census | one-block)
+    contact=warp; [ "$stage" = one-block ] && contact=one-block
+    modes=deterministic,default; [ "$stage" = one-block ] && modes=deterministic
+    log "det_capture --contact-jac $contact: $modes, 1024 and 4096 worlds, captured and eager, census"
+    step "$stage" python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto --modes "$modes" \
+      --graphs capture,eager --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
+    grep '^{' "$out/$stage/console.log" | cut -c1-400
+    ;;
+  *)
+    log "determinism.sh $stage"
+    step "$stage" bash scripts/gpu/determinism.sh "$stage"
+    tail -12 "$out/$stage/console.log" | grep -v "^bootstrap"
+    ;;
+  esac
+done
+log "done"
+touch /root/visit.done
