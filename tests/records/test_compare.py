@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soaklab.records.compare import bootstrap_row, compare, first_difference, ratio_row
+from soaklab.records.outcome import headline
 from soaklab.records.plan import Figure, Record, RecordRun
 
 
@@ -140,9 +141,13 @@ def test_a_deterministic_gpu_record_is_judged_bit_for_bit_on_its_kind_only():
     slow = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(h100, series, 70.0)})
     assert slow["verdict"] == "fail"  # throughput stays a band
     assert [r["verdict"] for r in slow["figures"] if r["rule"] == "exact"] == ["pass"] * 3
+    assert same["bits"] == "equal" and failed["bits"] == "differ"
     for other in (kind("NVIDIA H200"), kind("NVIDIA H100 80GB HBM3", driver="580.65.06")):
         judged = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(other, moved, 70.0)})
         assert judged["verdict"] == "not_comparable", judged
+        assert judged["bits"] == "differ" and "bits, listed and not judged: differ" in headline(judged)
+        equal = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(other, series, 100.0)})
+        assert equal["verdict"] == "not_comparable" and equal["bits"] == "equal"  # measured, still not judged
         assert "the GPU model, driver and CUDA its kind names" in judged["reason"]
         assert {r["verdict"] for r in judged["figures"] if r["rule"] != "bootstrap"} == {"not_comparable"}
         assert judged["statistics"] == "pass"  # the learning figure is judged all the same

@@ -194,6 +194,10 @@ def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict
         rows.append((ratio_row if figure.rule == "ratio" else bootstrap_row)(figure, rec, cur))
     reason = comparability(provenance, [now[label] for label in labels])
     statistical = [row for row in rows if row["rule"] == "bootstrap"]
+    # whether the bitwise rows held, said even where they are not judged: on another GPU model of the
+    # same architecture (H100 against H200) this is the measurement the pairing's reason rests on
+    exact = [row["verdict"] == "pass" for row in rows if row["rule"] == "exact"]
+    bits = None if not exact else ("equal" if all(exact) else "differ")
     if reason is not None:
         for row in rows:
             if row["rule"] != "bootstrap":  # bits and speeds belong to a machine kind; distributions do not
@@ -207,6 +211,7 @@ def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict
         "verdict": verdict,
         "reason": reason,
         "host_lacks": host_lacks([now[label] for label in labels]),
+        "bits": bits,
         "statistics": statistics,
         "machine": {"record": provenance["machine_kind"], "now": now[labels[0]]["machine_kind"]},
         "versions": {"record": provenance["versions"], "now": now[labels[0]]["versions"]},

@@ -32,6 +32,8 @@ def headline(comparison: dict[str, Any]) -> str:
     line = f"record {comparison['record']}: {comparison['verdict']}"
     if comparison.get("reason"):
         line += f" ({comparison['reason']})"
+    if comparison["verdict"] == "not_comparable" and comparison.get("bits"):
+        line += f"; bits, listed and not judged: {comparison['bits']}"
     if comparison["verdict"] == "not_comparable" and comparison.get("statistics"):
         line += f"; learning figures judged over the seeds: {comparison['statistics']}"
     first = comparison.get("first_difference")
