@@ -32,7 +32,7 @@ def main() -> int:
     parser.add_argument("--contact-jac", default="warp", choices=("warp", "one-block"),
                         help="one-block: an experiment for the deterministic dense step (one_block_contact_jac)")
     parser.add_argument("--modes", default="deterministic,default",
-                        help="comma-separated: deterministic, default (the default mode runs auto only)")
+                        help="comma-separated: deterministic, default (each runs every layout asked)")
     parser.add_argument("--graphs", default="capture",
                         help="comma-separated: capture (the backend's graphs), eager (no capture: warp sorts "
                              "only the records a launch wrote, where a replay sorts every slot)")
@@ -71,8 +71,7 @@ def main() -> int:
     graphs = args.graphs.split(",")
     if set(graphs) - {"capture", "eager"}:
         parser.error(f"--graphs: {args.graphs}: expected capture and/or eager")
-    combos = [(mode, name, graph) for mode in modes for name in args.jacobians.split(",") for graph in graphs
-              if mode == "deterministic" or name == "auto"]
+    combos = [(mode, name, graph) for mode in modes for name in args.jacobians.split(",") for graph in graphs]
     for n in (int(w) for w in args.worlds.split(",")):
         for mode, name, graph in combos:
             # what host.determinism.enter exports in a run; the backend reads it when it is built

@@ -8,7 +8,8 @@
 # reproduce  the gpu-deterministic record made on the last visit, reproduced on this one
 #            (scripts/gpu/reproduce.sh: `snakemake reproduce`, then `soaklab record keep`);
 # census     scripts/gpu/det_capture.py at 1024 and 4096 worlds, both modes, captured and eager, with a
-#            kernel census of 5 steps each: where the deterministic step's time goes;
+#            kernel census of 5 steps each: where the deterministic step's time goes; then the default
+#            mode on the dense layout (the layout's own cost);
 # one-block  the same for the deterministic mode with det_capture.py's one-block contact Jacobian;
 # and any stage of scripts/gpu/determinism.sh (soak, cost, learning, ...), one after the other, alone
 # on the GPU (default: reproduce soak census one-block cost).
@@ -33,6 +34,12 @@ for stage in "${stages[@]}"; do
     step "$stage" python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto --modes "$modes" \
       --graphs capture,eager --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
     grep '^{' "$out/$stage/console.log" | cut -c1-400
+    if [ "$stage" = census ]; then  # the default mode on the dense layout: the layout's cost apart from the sorts'
+      log "det_capture: the default mode's dense layout, captured, census"
+      step census-dense python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians dense --modes default \
+        --graphs capture --census 5 --out "$out/census-dense/det_capture.json"
+      grep '^{' "$out/census-dense/console.log" | cut -c1-400
+    fi
     ;;
   *)
     log "determinism.sh $stage"
