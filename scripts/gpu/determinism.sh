@@ -126,7 +126,7 @@ cost)
     for mode in default deterministic; do
       # the deterministic step is 7 to 12 times slower (2026-12-07-det-dense): fewer iterations, the same
       # steady half to read
-      if [ $mode = default ]; then iterations=$(( envs == 1024 ? 1500 : 800 )); else iterations=$(( envs == 1024 ? 600 : 400 )); fi
+      if [ $mode = default ]; then iterations=$(( envs == 1024 ? 1000 : 600 )); else iterations=$(( envs == 1024 ? 400 : 300 )); fi
       name=cost-$mode-$envs
       log "$name ($iterations iterations, alone)"
       python3 -m soaklab train --algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training \

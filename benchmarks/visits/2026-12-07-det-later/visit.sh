@@ -7,10 +7,10 @@
 #
 # reproduce  the gpu-deterministic record made on the last visit, reproduced on this one
 #            (scripts/gpu/reproduce.sh: `snakemake reproduce`, then `soaklab record keep`);
-# census     scripts/gpu/det_capture.py at 1024 and 4096 worlds, both modes, captured and eager, with a
+# census     scripts/gpu/det_capture.py at 1024 worlds (WORLDS=1024,4096 for both), both modes, captured and eager, with a
 #            kernel census of 5 steps each: where the deterministic step's time goes; then the default
 #            mode on the dense layout (the layout's own cost);
-# one-block  the same for the deterministic mode with det_capture.py's one-block contact Jacobian;
+# one-block  the deterministic mode, captured, with det_capture.py's one-block contact Jacobian;
 # and any stage of scripts/gpu/determinism.sh (soak, cost, learning, ...), one after the other, alone
 # on the GPU (default: reproduce soak census one-block cost).
 # Everything lands under /root/visit-out, one folder per step; /root/visit.done marks the end.
@@ -30,13 +30,14 @@ for stage in "${stages[@]}"; do
   census | one-block)
     contact=warp; [ "$stage" = one-block ] && contact=one-block
     modes=deterministic,default; [ "$stage" = one-block ] && modes=deterministic
-    log "det_capture --contact-jac $contact: $modes, 1024 and 4096 worlds, captured and eager, census"
-    step "$stage" python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians auto --modes "$modes" \
-      --graphs capture,eager --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
+    worlds=${WORLDS:-1024}; graphs=capture,eager; [ "$stage" = one-block ] && graphs=capture
+    log "det_capture --contact-jac $contact: $modes, $worlds worlds, $graphs, census"
+    step "$stage" python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians auto --modes "$modes" \
+      --graphs "$graphs" --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
     grep '^{' "$out/$stage/console.log" | cut -c1-400
     if [ "$stage" = census ]; then  # the default mode on the dense layout: the layout's cost apart from the sorts'
       log "det_capture: the default mode's dense layout, captured, census"
-      step census-dense python3 scripts/gpu/det_capture.py --worlds 1024,4096 --jacobians dense --modes default \
+      step census-dense python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians dense --modes default \
         --graphs capture --census 5 --out "$out/census-dense/det_capture.json"
       grep '^{' "$out/census-dense/console.log" | cut -c1-400
     fi
