@@ -42,6 +42,11 @@ for stage in "${stages[@]}"; do
       grep '^{' "$out/census-dense/console.log" | cut -c1-400
     fi
     ;;
+  mjw-g1)  # issue 68: mujoco_warp's unitree_g1 benchmark beside soaklab's ceiling and env step (carry .device/mjw_g1)
+    log "mjw_g1: mujoco_warp's unitree_g1_flat, soaklab's ceiling and env step"
+    step mjw-g1 python3 scripts/gpu/mjw_g1.py --out "$out/mjw-g1/mjw_g1.json"
+    tail -12 "$out/mjw-g1/console.log" | grep -v "^bootstrap"
+    ;;
   *)
     log "determinism.sh $stage"
     step "$stage" bash scripts/gpu/determinism.sh "$stage"
