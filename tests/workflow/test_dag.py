@@ -174,21 +174,25 @@ def test_invalid_workflow_config_is_refused_at_load(project, tmp_path, overlay, 
     assert words in proc.stderr + proc.stdout
 
 
-def test_a_failed_soak_fails_the_dag_keeps_its_evidence_and_the_next_dag_run_resumes_it(project):
+def test_a_failed_soak_fails_the_dag_keeps_its_evidence_and_the_next_dag_run_resumes_it(project, tmp_path):
     """The trainer SIGKILLed at iteration 23 (checkpoints every 10): the failed soak fails the DAG and
     keeps its run as results/cpu/train.interrupted-<config hash>; the same `snakemake soak` again
     resumes it at iteration 20 and the run validates, its soak JSON and run summary naming both
     segments. That passing soak run again (-R train_soak) and failing takes its pass with it, and its
-    evidence is kept. (One test: each DAG run here costs 20-40 s of CI.)"""
+    evidence is kept. (One test: each DAG run here costs 20-40 s of CI. The run is cart-pole's: the
+    DAG's handling of a failed soak is the point, the whole-DAG test soaks G1 and tests/rl/test_resume.py
+    resumes G1 bit for bit.)"""
     _, work, _ = project
-    proc = snakemake(project, "soak", fault="kill_learner@23")
+    cartpole = tmp_path / "cartpole.yaml"
+    cartpole.write_text(yaml.safe_dump({"runs": {"cpu": {"task": "cartpole_swingup"}}}))
+    proc = snakemake(project, "soak", overlays=(cartpole,), fault="kill_learner@23")
     assert proc.returncode != 0
     [interrupted] = kept_runs(work / "results/cpu/train")  # results/cpu/train.interrupted-<its config>
     assert (interrupted / "resume/learner_20.pt").is_file() and not (work / "results/cpu/train").exists()
     assert not (work / "results/cpu/soak.json").exists()
     assert "kept the interrupted run" in (work / "logs/cpu/train_soak.log").read_text()
 
-    proc = snakemake(project, "soak")
+    proc = snakemake(project, "soak", overlays=(cartpole,))
     assert proc.returncode == 0, proc.stderr
     assert "resuming the interrupted run" in (work / "logs/cpu/train_soak.log").read_text()
     assert json.loads((work / "results/cpu/validation.json").read_text())["status"] == "passed"
@@ -204,7 +208,7 @@ def test_a_failed_soak_fails_the_dag_keeps_its_evidence_and_the_next_dag_run_res
 
     # No stale pass: the passing soak run again and failing takes its pass with it. The derived
     # results go before the soak starts; the summary Snakemake prints on error says FAILED.
-    proc = snakemake(project, "soak", "-R", "train_soak", fault="raise_learner@3")
+    proc = snakemake(project, "soak", "-R", "train_soak", overlays=(cartpole,), fault="raise_learner@3")
     assert proc.returncode != 0
     for name in ("soak.json", "metrics.json", "metrics.csv", "metrics.png", "metrics.html", "validation.json",
                  "validation.html"):
