@@ -25,6 +25,13 @@ os.environ.setdefault("SOAKLAB_TORCH_COMPILE", "0")
 # run of another test starting meanwhile would reclaim them first. Only the test of the reclaim at a
 # run's start turns it on (tests/rl/test_shm.py).
 os.environ["SOAKLAB_SHM_RECLAIM_AT_START"] = "0"
+# Snakemake loads every installed executor plugin as it starts, and the Slurm one runs `scontrol show
+# config` for a help text: where Slurm's packages are installed but no controller answers (CI installs
+# them for tests/workflow/test_slurm.py, whose fixture alone runs a cluster), scontrol retries until the
+# plugin's 10 s timeout, on every Snakemake start of the suite (some 60, most of them dry runs of 3 s).
+# An empty config makes scontrol give up at once; nothing here but the Slurm test uses a cluster, and
+# its fixture takes this away for its own processes.
+os.environ.setdefault("SLURM_CONF", os.devnull)
 CPU_HOST = json.dumps({"cuda_device_count": 0})
 CUDA_HOST = json.dumps({"cuda_device_count": 1, "cuda_free_bytes": [80 << 30]})
 

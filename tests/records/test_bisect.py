@@ -150,6 +150,9 @@ def test_a_skipped_candidate_stays_skipped_on_resume_and_retry_skipped_judges_it
     assert f"or one of the skipped commits before it: {middle[:7]}" in result.out
     result = _bisect(cli, monkeypatch, repo, "--good", "HEAD~2", "--bad", "HEAD", "--retry-skipped")
     assert result.code == 0, result.err
+    # the search's loop says what is left before it reproduces a candidate
+    assert (f"bisect ci-dag: 1 commit(s) left to try between {good[:7]} (good) and {bad[:7]} (bad), "
+            "about 1 step(s) left") in result.out
     assert f"candidate {middle[:7]} 'commit 1': reproducing" in result.out
     assert f"{middle[:7]}: skipped (no comparison written" in result.out
     assert f"or one of the skipped commits before it: {middle[:7]}" in result.out

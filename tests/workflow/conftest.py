@@ -69,7 +69,19 @@ def planned(project, *args: str, target: str = "soak", overlays: tuple[Path, ...
     """The jobs a dry run of the target plans, by rule."""
     proc = snakemake(project, target, "-n", "--quiet", "rules", *args, overlays=overlays)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", proc.stdout, re.M)
+    return job_counts(proc.stdout)
+
+
+def ran(stderr: str) -> dict[str, int]:
+    """The jobs a real run planned, by rule: the job stats Snakemake prints (on stderr) before it
+    starts any. What a dry run before it would have planned, without a Snakemake start of its own."""
+    stats = stderr.partition("Job stats:\n")[2]
+    assert stats, "Snakemake printed no job stats (nothing to be done?):\n" + stderr[-3000:]
+    return job_counts(stats.partition("\n\n")[0])
+
+
+def job_counts(text: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^([a-z_]+)\s+(\d+)$", text, re.M)
             if m.group(1) != "total"}
 
 

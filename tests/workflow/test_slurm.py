@@ -71,15 +71,21 @@ def slurm(tmp_path_factory):
     if Path("/etc/slurm/slurm.conf").exists():
         pytest.skip("/etc/slurm/slurm.conf exists: this host has a Slurm of its own")
     home = tmp_path_factory.mktemp("slurm")
-    up = subprocess.run(["bash", str(SCRIPT), "up", str(home)], capture_output=True, text=True, timeout=300)
-    pids = [int(p.read_text()) for p in (home / "run").glob("*.pid")]
-    try:
-        assert up.returncode == 0, up.stderr + "".join(p.read_text()[-2000:] for p in (home / "log").glob("*.log"))
-        yield home
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "down", str(home)], capture_output=True, text=True, timeout=120)
-        assert _live(pids) == [], "a Slurm daemon outlived `down`"
-        assert not Path("/etc/slurm/slurm.conf").exists()
+    with pytest.MonkeyPatch.context() as patch:
+        # The cluster's config for this module's processes (the script, Snakemake and its executor,
+        # squeue, sacct, scontrol): the one `up` links, not the empty one tests/conftest.py gives the
+        # suite's other Snakemake starts.
+        if os.environ.get("SLURM_CONF") == os.devnull:
+            patch.delenv("SLURM_CONF")
+        up = subprocess.run(["bash", str(SCRIPT), "up", str(home)], capture_output=True, text=True, timeout=300)
+        pids = [int(p.read_text()) for p in (home / "run").glob("*.pid")]
+        try:
+            assert up.returncode == 0, up.stderr + "".join(p.read_text()[-2000:] for p in (home / "log").glob("*.log"))
+            yield home
+        finally:
+            subprocess.run(["bash", str(SCRIPT), "down", str(home)], capture_output=True, text=True, timeout=120)
+            assert _live(pids) == [], "a Slurm daemon outlived `down`"
+            assert not Path("/etc/slurm/slurm.conf").exists()
 
 
 def sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
