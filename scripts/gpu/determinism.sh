@@ -12,6 +12,9 @@
 #           deterministic killed at iteration 150 (SOAKLAB_FAULT=kill_learner@150) and resumed from its
 #           checkpoint at 100. `soaklab diff-runs` compares A with B, A with D (traces, series, final
 #           weights: equal), A with C, and C with E (the default mode: where its runs part).
+# fresh     two traced deterministic runs (40 iterations), one after the other, each compiling into an
+#           empty torch.compile cache: do fresh compiles part (what a later visit's reproduction
+#           does), and at which tensor; their traces are packed whole.
 # soak      `snakemake soak --configfile config/gpu-deterministic.yaml`, then the same with
 #           `-R train_soak`: diff-runs of the two run dirs (series and final weights).
 # cost      env-steps/s of the deterministic and default modes at 1024 and 4096 envs, each run alone,
@@ -42,9 +45,10 @@ python3 -m soaklab mps start >"$work/mps.log" 2>&1 || { cat "$work/mps.log"; exi
 unset SOAKLAB_FAULT SOAKLAB_TRACE SOAKLAB_TRACE_DUMP
 
 # The gpu-det run of config/gpu-deterministic.yaml, as `soaklab train` arguments.
-run=(--algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training
-     training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 training.dp_ranks=1
-     algo.num_envs=1024 algo.max_iterations=300 algo.replay_buffer_size=307200 algo.save_interval=100)
+base=(--algo flashsac --task g1_motion_tracking --sim mjwarp --skip-post-training
+      training.cuda_process_sharing=mps training.mps_learner_thread_percentage=50 training.dp_ranks=1
+      algo.num_envs=1024 algo.replay_buffer_size=307200)
+run=("${base[@]}" algo.max_iterations=300 algo.save_interval=100)
 train() {  # train NAME [KEY=VALUE...]: a run dir under $work, its console in NAME.log
   local name=$1; shift
   python3 -m soaklab train "${run[@]}" "$@" "training.log_dir=$work/$name" >"$work/$name.log" 2>&1
@@ -103,6 +107,22 @@ for run in map(Path, sys.argv[1:]):  # what each mode ran: the env's kernels, an
           "learner graphs", json.dumps(learner.get("cuda_graph")))
 EOF
   keep "$work"/A "$work"/B "$work"/C "$work"/D "$work"/E
+  ;;
+fresh)
+  # A later visit's reproduction of gpu-deterministic parted at its first update's round (Loss/ at
+  # iteration 17, Train/ equal until then: benchmarks/visits/2026-12-07-det-later/), while two runs of
+  # one visit, which share torch.compile's cache, agree. Here each traced run compiles alone, into a
+  # cache of its own, one after the other (F, G): if they part, the trace names the first tensor and
+  # stage; their traces come home whole, so a later visit's F can be compared with this one's.
+  log "F, G (deterministic, each compiling into an empty torch.compile cache), traced, 40 iterations"
+  export SOAKLAB_TRACE=1
+  for name in F G; do
+    (unset SOAKLAB_COMPILE_CACHE_BASE; export TORCHINDUCTOR_CACHE_DIR=$work/cache-$name
+     run=("${base[@]}" algo.max_iterations=40 algo.save_interval=40); train "$name" training.deterministic=true)
+  done
+  unset SOAKLAB_TRACE
+  diff_runs "$work/F" "$work/G"
+  for name in F G; do mkdir -p "$pack/$name" && cp -a "$work/$name/trace" "$work/$name/run_summary.json" "$pack/$name/"; done
   ;;
 soak)
   log "snakemake soak (gpu-det)"
@@ -196,7 +216,7 @@ record)
   cp -a results/reproduce/gpu-deterministic "$pack/comparison" 2>/dev/null
   ;;
 *)
-  echo "determinism.sh: unknown stage '$stage' (warm, bits, soak, cost, learning, record)" >&2; exit 2 ;;
+  echo "determinism.sh: unknown stage '$stage' (warm, bits, fresh, soak, cost, learning, record)" >&2; exit 2 ;;
 esac
 
 # The MPS daemon stays: a stage run beside another (or the DAG's -R rerun) still needs it, and the
