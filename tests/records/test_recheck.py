@@ -15,22 +15,23 @@ FIGURES = (Figure("env_steps_per_s", "ratio", band=(0.5, 2.0)),
            Figure("mean_reward", "bootstrap", tolerance=0.15, relative=True, at_env_steps=480))
 
 
-def comparison(fps_now: float = 120.0, rewards_now: tuple[float, ...] = (7.5, 8.0, 7.7)) -> dict:
+def comparison(fps_now: float = 120.0, rewards_now: tuple[float, ...] = (7.5, 8.0, 7.7),
+               machine_now: str = "cpu: X x2") -> dict:
     """A real comparison of three seeds: a ratio row, a bootstrap row, each seed's exact rows."""
     base = {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}
     runs = tuple(RecordRun(s, f"rec-probe-seed{s}", {**base, "overrides": {"env.seed": s, "algo.seed": s}})
                  for s in (1, 2, 3))
     record = Record("probe", None, "", "cpu", True, runs, FIGURES, ())  # type: ignore[arg-type]
 
-    def snap(seed: int, fps: float, reward: float) -> dict:
-        return {"run": f"rec-probe-seed{seed}", "machine_kind": "cpu: X x2", "commit": "c", "dirty": False,
+    def snap(seed: int, fps: float, reward: float, machine: str = "cpu: X x2") -> dict:
+        return {"run": f"rec-probe-seed{seed}", "machine_kind": machine, "commit": "c", "dirty": False,
                 "versions": {"torch": "2.13.0+cpu", "mujoco": "4.0.0"}, "series": {"Loss/critic": [[0, 1.0]]},
                 "weights_sha256": "sha256:" + "0" * 64, "validation": [["leak verdict", True]],
                 "figures": {"env_steps_per_s": fps, "mean_reward@480": reward},
                 "overrides": {"env.seed": seed, "algo.seed": seed}}
 
     recorded = {f"seed{s}": snap(s, 100.0, r) for s, r in zip((1, 2, 3), (7.9, 7.6, 7.8), strict=True)}
-    now = {f"seed{s}": snap(s, fps_now, r) for s, r in zip((1, 2, 3), rewards_now, strict=True)}
+    now = {f"seed{s}": snap(s, fps_now, r, machine_now) for s, r in zip((1, 2, 3), rewards_now, strict=True)}
     provenance = {"machine_kind": "cpu: X x2", "versions": recorded["seed1"]["versions"], "commit": "c"}
     return compare(record, provenance, recorded, now)
 
@@ -41,6 +42,9 @@ def row(doc: dict, rule: str) -> dict:
 
 def test_real_comparisons_recheck_to_their_own_verdicts():
     assert checked_verdict(comparison(), "c.json") == "pass"
+    other = comparison(machine_now="cpu: Y x2")  # another kind: bits listed as held, not judged
+    assert other["bits"] == "equal" and {r["held"] for r in other["figures"] if r["rule"] == "exact"} == {True}
+    assert checked_verdict(other, "c.json") == "not_comparable"
     assert checked_verdict(comparison(fps_now=20.0), "c.json") == "fail"
     assert checked_verdict(comparison(rewards_now=(4.9, 4.6, 4.8)), "c.json") == "fail"
 
@@ -69,6 +73,11 @@ def forge_an_interval_its_seeds_do_not_give(doc: dict) -> None:
     (comparison, lambda d: [r.update(verdict="not_comparable") for r in d["figures"] if r["rule"] != "bootstrap"]
      or d.update(verdict="not_comparable"), "yet the machine kind, versions and numerics profile are the record's"),
     (comparison, lambda d: row(d, "bootstrap").update(tolerance=float("nan")), "its own numbers give fail"),
+    (comparison, lambda d: d.update(bits="differ"), "bits: says 'differ', its exact rows give 'equal'"),
+    (lambda: comparison(machine_now="cpu: Y x2"), lambda d: row(d, "exact").update(held=False),
+     ".held: says False, its own sides give True"),
+    (lambda: comparison(machine_now="cpu: Y x2"), lambda d: d.update(bits="differ"),
+     "bits: says 'differ', its exact rows give 'equal'"),
 ])
 def test_forged_verdicts_are_refused_naming_the_file_and_field(make, forge, words):
     doc = make()

@@ -195,11 +195,14 @@ def compare(record: Record, provenance: dict[str, Any], recorded: dict[str, dict
     reason = comparability(provenance, [now[label] for label in labels])
     statistical = [row for row in rows if row["rule"] == "bootstrap"]
     # whether the bitwise rows held, said even where they are not judged: on another GPU model of the
-    # same architecture (H100 against H200) this is the measurement the pairing's reason rests on
+    # same architecture (H100 against H200) this is the measurement the pairing's reason rests on. A
+    # row not judged keeps it as `held` (soaklab.records.recheck checks both against the rows' sides).
     exact = [row["verdict"] == "pass" for row in rows if row["rule"] == "exact"]
     bits = None if not exact else ("equal" if all(exact) else "differ")
     if reason is not None:
         for row in rows:
+            if row["rule"] == "exact":
+                row["held"] = row["verdict"] == "pass"
             if row["rule"] != "bootstrap":  # bits and speeds belong to a machine kind; distributions do not
                 row["verdict"] = "not_comparable"
         verdict = "not_comparable"

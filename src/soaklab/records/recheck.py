@@ -102,6 +102,8 @@ def row_verdict(row: Any, where: str) -> str:
     if stated == "not_comparable":
         if row["rule"] == "bootstrap":
             raise InvalidInput(f"{where}.verdict: not_comparable, but learning figures are judged on any machine")
+        if row["rule"] == "exact" and "held" in row and row["held"] is not (recomputed is None):
+            raise InvalidInput(f"{where}.held: says {row['held']!r}, its own sides give {recomputed is None!r}")
         return stated
     if recomputed is not None and recomputed != stated:
         raise InvalidInput(f"{where}.verdict: says {stated}, its own numbers give {recomputed}")
@@ -143,6 +145,12 @@ def checked_verdict(doc: Any, path: Path | str, folder_machine: str | None = Non
         recomputed = "fail" if "fail" in verdicts else "pass"
     if stated != recomputed:
         raise InvalidInput(f"{path}: verdict: says {stated!r}, its rows give {recomputed!r}")
+    if doc.get("bits") is not None:  # the bitwise rows' outcome, judged or (not_comparable) only held
+        held = [row.get("held") if v == "not_comparable" else v == "pass"
+                for row, v in zip(rows, verdicts, strict=True) if row["rule"] == "exact"]
+        expected = None if not held or None in held else ("equal" if all(held) else "differ")
+        if doc["bits"] != expected:
+            raise InvalidInput(f"{path}: bits: says {doc['bits']!r}, its exact rows give {expected!r}")
     statistical = [v for row, v in zip(rows, verdicts, strict=True) if row["rule"] == "bootstrap"]
     if "statistics" in doc:
         expected = ("fail" if "fail" in statistical else "pass") if statistical else None
