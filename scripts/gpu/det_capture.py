@@ -29,8 +29,9 @@ def main() -> int:
     parser.add_argument("--worlds", default="64,256,1024,4096")
     parser.add_argument("--jacobians", default="auto,sparse",
                         help="comma-separated: auto (the backend's choice), dense, sparse")
-    parser.add_argument("--contact-jac", default="warp", choices=("warp", "one-block"),
-                        help="one-block: an experiment for the deterministic dense step (one_block_contact_jac)")
+    parser.add_argument("--contact-jac", default="soaklab", choices=("soaklab", "mujoco-warp"),
+                        help="the deterministic dense step's contact Jacobian: soaklab's one dof block "
+                             "(soaklab.sim.mjwarp_contact_jac) or mujoco_warp's default blocks")
     parser.add_argument("--modes", default="deterministic,default",
                         help="comma-separated: deterministic, default (each runs every layout asked)")
     parser.add_argument("--graphs", default="capture",
@@ -63,8 +64,8 @@ def main() -> int:
     if unknown:
         parser.error(f"--jacobians: {', '.join(unknown)}: expected {', '.join(layouts)}")
     cases: list[dict] = []
-    if args.contact_jac == "one-block":
-        one_block_contact_jac()
+    if args.contact_jac == "mujoco-warp":
+        mujoco_warps_blocks()
     modes = args.modes.split(",")
     if set(modes) - {"deterministic", "default"}:
         parser.error(f"--modes: {args.modes}: expected deterministic and/or default")
@@ -98,29 +99,12 @@ def main() -> int:
     return 0
 
 
-def one_block_contact_jac() -> None:
-    """An experiment (not in the package): the deterministic step's cost at 1024 worlds is mostly
-    sorting (benchmarks/visits/2026-12-07-det-dense/). mujoco_warp's dense contact Jacobian adds each
-    row's J.qvel into `efc.Jqvel` once per dof block; in the deterministic mode warp orders those adds
-    through records sized at njmax per thread for every thread of the launch (nworld x 64 x 256 for
-    the G1, sorted in full on every replay), though one thread per block adds. With a block as wide as
-    the padded dofs (one block: 64 >= nv_pad 48) each row gets a single add onto the zeroed array, exact
-    in any order: this launches that kernel as in the default mode. Whether the step still repeats bit
-    for bit, and what it then costs, is what the cases say."""
-    import mujoco_warp as mjw
-    from mujoco_warp._src import constraint
+def mujoco_warps_blocks() -> None:
+    """The deterministic step as before soaklab.sim.mjwarp_contact_jac: mujoco_warp's default tile
+    (two blocks for the G1), whose J.qvel adds warp orders through records (the comparison)."""
+    from soaklab.sim import mjwarp_contact_jac
 
-    make_kernel, put_model = constraint._efc_contact_jac_dense, mjw.put_model
-
-    def model_with_one_block(mjm):
-        m = put_model(mjm)
-        m.block_dim.contact_jac_tiled = -(-m.nv_pad // 32) * 32  # the padded dofs in one block
-        return m
-
-    def kernel(tile_size, cone_type, njmax, deterministic=False):
-        return make_kernel(tile_size, cone_type, 0, False)  # one block: a single add per row
-
-    mjw.put_model, constraint._efc_contact_jac_dense = model_with_one_block, kernel
+    mjwarp_contact_jac.one_block = lambda m: None
 
 
 def kernel_census(step, steps: int) -> dict:
@@ -168,7 +152,8 @@ def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespac
         backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device, use_graph=use_graph)
         graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
         diag = backend.diagnostics()["diagnostics"]
-        case.update(jacobian=diag["jacobian"], captured=graph["enabled"], reason=graph["disable_reason"])
+        case.update(jacobian=diag["jacobian"], contact_jac_tile=diag["contact_jac_tile"], captured=graph["enabled"],
+                    reason=graph["disable_reason"])
         backend.reset(np.arange(n), qpos, qvel)
         backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)
                                   .reshape(backend.ctrl_tensor.shape))

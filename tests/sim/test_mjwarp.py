@@ -192,7 +192,8 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
 
     model, dec = tracking
     monkeypatch.setenv(ENV, "1")
-    for module, name in ((collision_driver, "_sort_contacts"), (constraint, "_sort_constraints")):
+    for module, name in ((collision_driver, "_sort_contacts"), (constraint, "_sort_constraints"),
+                         (constraint, "_efc_contact_jac_dense")):
         monkeypatch.setattr(module, name, getattr(module, name))  # mujoco_warp's own, back after the test
     qpos, qvel = start_state(model, n, seed=3)
     states = []
@@ -201,6 +202,7 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
         diag = backend.diagnostics()["diagnostics"]
         assert diag["deterministic"] == int(backend._mjw.DeterminismType.ALL)
         assert (diag["jacobian"], diag["jacobian_reason"]) == ("dense", DENSE_REASON)
+        assert diag["contact_jac_tile"] == 64  # the G1's 48 padded dofs in one block (mjwarp_contact_jac)
         assert diag["cuda_graph"]["enabled"] is True, diag["cuda_graph"]
         # soaklab's sorts fill mujoco_warp 4.0.0's empty CONTACTS and CONSTRAINT hooks (mjwarp_sorts)
         assert collision_driver._sort_contacts is mjwarp_sorts.sort_contacts

@@ -28,7 +28,9 @@ for stage in "${stages[@]}"; do
     tail -8 "$out/reproduce/console.log" | grep -v "^bootstrap"
     ;;
   census | one-block)
-    contact=warp; [ "$stage" = one-block ] && contact=one-block
+    # as run on this visit (at 1ddd123: --contact-jac warp and one-block); the one block has been the
+    # package's since (soaklab.sim.mjwarp_contact_jac), mujoco_warp's blocks the comparison
+    contact=mujoco-warp; [ "$stage" = one-block ] && contact=soaklab
     modes=deterministic,default; [ "$stage" = one-block ] && modes=deterministic
     worlds=${WORLDS:-1024}; graphs=capture,eager; [ "$stage" = one-block ] && graphs=capture
     log "det_capture --contact-jac $contact: $modes, $worlds worlds, $graphs, census"
