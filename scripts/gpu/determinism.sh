@@ -116,8 +116,8 @@ fresh)
   # stage; their traces come home whole, so a later visit's F can be compared with this one's.
   log "F, G (deterministic, each compiling into an empty torch.compile cache), traced, 40 iterations"
   export SOAKLAB_TRACE=1
-  for name in F G; do
-    (unset SOAKLAB_COMPILE_CACHE_BASE; export TORCHINDUCTOR_CACHE_DIR=$work/cache-$name
+  for name in F G; do  # (triton's kernels go under inductor's folder unless TRITON_CACHE_DIR names another)
+    (unset SOAKLAB_COMPILE_CACHE_BASE TRITON_CACHE_DIR; export TORCHINDUCTOR_CACHE_DIR=$work/cache-$name
      run=("${base[@]}" algo.max_iterations=40 algo.save_interval=40); train "$name" training.deterministic=true)
   done
   unset SOAKLAB_TRACE

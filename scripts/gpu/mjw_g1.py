@@ -31,17 +31,56 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from soaklab.errors import InvalidInput
+
 BENCHMARK = "unitree_g1_flat"
 # benchmarks/run.py's flags for every benchmark (its nightly), beside the benchmark's own settings
 NIGHTLY_FLAGS = ("--format=json", "--event_trace=true", "--memory=true", "--measure_solver=true",
                  "--measure_alloc=true")
 MESHES = "mjlab/asset_zoo/robots/unitree_g1/xmls/assets/"
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.STL$")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.STL$")
+# what stage_mjw_g1.sh stages, each checked against SOURCE.json: nothing else is read from the folder
+STAGED = ("scene_flat.xml", "unitree_g1_mjlab.xml", "shuffle_dance.npz", "__init__.py")
+MODEL = "unitree_g1_mjlab.xml"  # the model upstream's scenes include
+COUNTS = ("nworld", "nconmax", "njmax", "nstep")  # the benchmark's settings testspeed is given
+WORK_MARK = ".mjw_g1-work"  # --work is emptied only where this script made it
+RESTAGE = "stage it again: bash scripts/gpu/stage_mjw_g1.sh GIT_DIR"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_source(staged: Path) -> dict[str, Any]:
+    """SOURCE.json, its digests naming exactly the staged files, each file the one staged."""
+    path = staged / "SOURCE.json"
+    try:
+        source = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{path}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                           f"{RESTAGE}") from None
+    digests = source.get("sha256") if isinstance(source, dict) else None
+    if not isinstance(digests, dict) or sorted(digests) != sorted(STAGED) \
+            or not all(isinstance(v, str) for v in digests.values()):
+        raise InvalidInput(f"{path}: sha256 must name exactly {', '.join(STAGED)} (digests as strings); {RESTAGE}")
+    for name in STAGED:
+        file = staged / name
+        if file.is_symlink() or not file.is_file():
+            raise InvalidInput(f"{file}: missing, or not a plain file; {RESTAGE}")
+        if sha256(file) != digests[name]:
+            raise InvalidInput(f"{file}: not the file stage_mjw_g1.sh staged (sha256 differs); {RESTAGE}")
+    return source
 
 
 def settings(init_py: Path, name: str = BENCHMARK) -> dict[str, Any]:
-    """The benchmark's settings from upstream's __init__.py, read (never run): its plain values only."""
-    tree = ast.parse(init_py.read_text(), filename=str(init_py))
+    """The benchmark's settings from upstream's __init__.py, read (never run): its plain values only,
+    its files among the staged ones and its counts positive integers."""
+    try:
+        tree = ast.parse(init_py.read_bytes(), filename=str(init_py))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise InvalidInput(f"{init_py}: not upstream's benchmark list ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}); {RESTAGE}") from None
+    found = None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BENCHMARKS" for t in node.targets):
             for entry in getattr(node.value, "elts", []):
@@ -50,40 +89,75 @@ def settings(init_py: Path, name: str = BENCHMARK) -> dict[str, Any]:
                 plain = {k.value: v.value for k, v in zip(entry.keys, entry.values, strict=True)
                          if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
                 if plain.get("name") == name:
-                    return plain
-    raise SystemExit(f"mjw_g1: {init_py}: no benchmark named {name} in BENCHMARKS")
+                    found = plain
+    if found is None:
+        raise InvalidInput(f"{init_py}: no benchmark named {name} in BENCHMARKS (plain values); {RESTAGE}")
+    for key, staged in (("mjcf", STAGED[0]), ("replay", STAGED[2])):  # the files stage_mjw_g1.sh took
+        if found.get(key) != staged:
+            raise InvalidInput(f"{init_py}: {name}'s {key} is {found.get(key)!r}, not the staged {staged}")
+    for key in COUNTS:
+        value = found.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"{init_py}: {name}'s {key} is {value!r}, not a positive integer")
+    if "nworld" not in found:
+        raise InvalidInput(f"{init_py}: {name} names no nworld; {RESTAGE}")
+    return found
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def pinned_wheel(cache: Path) -> Path:
+    """The pinned mjlab wheel (its sha256 the pin's): the meshes are taken from nothing else."""
+    from soaklab.assets.source import G1_WHEEL
+
+    wheel = cache / f"{G1_WHEEL.package}-{G1_WHEEL.version}-py3-none-any.whl"
+    if not wheel.is_file():
+        raise InvalidInput(f"{wheel}: missing; carry the pinned mjlab wheel (scripts/gpu/README.md, step 3)")
+    if sha256(wheel) != G1_WHEEL.sha256:
+        raise InvalidInput(f"{wheel}: not the pinned wheel (sha256 differs from {G1_WHEEL.sha256[:12]}...); "
+                           "copy it again from resources/assets/cache")
+    return wheel
+
+
+def fresh_work(work: Path) -> None:
+    """--work emptied, where this script made it; any other folder that holds files is refused."""
+    if work.is_symlink() or (work.exists() and not work.is_dir()):
+        raise InvalidInput(f"--work {work}: not a folder")
+    if work.exists() and any(work.iterdir()):
+        if not (work / WORK_MARK).is_file():
+            raise InvalidInput(f"--work {work}: a folder this script did not make (no {WORK_MARK}); "
+                               "name a new or empty folder")
+        shutil.rmtree(work)
+    (work / "assets").mkdir(parents=True, exist_ok=True)
+    (work / WORK_MARK).touch()
 
 
 def assemble(staged: Path, wheel: Path, work: Path, bench: dict[str, Any]) -> Path:
-    """The benchmark's folder: upstream's files as staged (checked against SOURCE.json) and the
-    meshes from the mjlab wheel (plain file names only). Returns the scene's path."""
-    source = json.loads((staged / "SOURCE.json").read_text())
-    for name, digest in source["sha256"].items():
-        if sha256(staged / name) != digest:
-            raise SystemExit(f"mjw_g1: {staged / name}: not the file stage_mjw_g1.sh staged (sha256 differs)")
-    if work.exists():
-        shutil.rmtree(work)
-    (work / "assets").mkdir(parents=True)
-    for name in (bench["mjcf"], "unitree_g1_mjlab.xml", bench["replay"]):
+    """The benchmark's folder: upstream's files as staged (read_source checked them) and the meshes
+    from the pinned mjlab wheel (plain file names only). Returns the scene's path."""
+    fresh_work(work)
+    for name in dict.fromkeys((bench["mjcf"], MODEL, bench["replay"])):
         shutil.copyfile(staged / name, work / name)
-    with zipfile.ZipFile(wheel) as zf:
-        for member in zf.namelist():
-            if not member.startswith(MESHES) or member.endswith("/"):
-                continue
-            base = member[len(MESHES):]
-            if SAFE_NAME.match(base):
-                (work / "assets" / base).write_bytes(zf.read(member))
+    meshes = 0
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            for member in zf.namelist():
+                base = member[len(MESHES):] if member.startswith(MESHES) else ""
+                if SAFE_NAME.match(base):
+                    (work / "assets" / base).write_bytes(zf.read(member))
+                    meshes += 1
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InvalidInput(f"{wheel}: not a readable wheel ({exc})") from None
+    if not meshes:
+        raise InvalidInput(f"{wheel}: no meshes under {MESHES}")
     return work / bench["mjcf"]
 
 
 def model_facts(scene: Path) -> dict[str, Any]:
     import mujoco
 
-    m = mujoco.MjModel.from_xml_path(str(scene))
+    try:
+        m = mujoco.MjModel.from_xml_path(str(scene))
+    except ValueError as exc:  # a mesh the wheel lacks, a file the scene names that is not there
+        raise InvalidInput(f"{scene}: mujoco does not compile it ({str(exc).strip().splitlines()[0]})") from None
     return {"nv": m.nv, "nu": m.nu, "ngeom": m.ngeom, "timestep": m.opt.timestep, "iterations": m.opt.iterations,
             "ls_iterations": m.opt.ls_iterations, "integrator": int(m.opt.integrator),
             "jacobian": int(m.opt.jacobian), "cone": int(m.opt.cone)}
@@ -101,30 +175,47 @@ def testspeed(scene: Path, bench: dict[str, Any], flags: tuple[str, ...], log: P
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"command": cmd, "error": f"exit {proc.returncode}: {(proc.stderr or proc.stdout)[-600:]}"}
-    return {"command": cmd, **json.loads(lines[-1])}
+    try:
+        return {"command": cmd, **json.loads(lines[-1])}
+    except ValueError as exc:  # a line that looked like its JSON and was not: the run is kept, its log says
+        return {"command": cmd, "error": f"its last JSON line is not JSON ({exc}); see {log}"}
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--staged", type=Path, default=Path(".device/mjw_g1"))
-    parser.add_argument("--work", type=Path, default=Path("/root/mjw-g1"))
-    parser.add_argument("--worlds", type=int, default=None, help="default: the benchmark's nworld")
+    parser.add_argument("--work", type=Path, default=Path("/root/mjw-g1"),
+                        help=f"a new or empty folder, or one this script made (it holds {WORK_MARK})")
+    parser.add_argument("--worlds", type=positive, default=None, help="default: the benchmark's nworld")
     parser.add_argument("--dry-run", action="store_true", help="assemble, compile the model, print the commands")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    if not (args.staged / "SOURCE.json").is_file():
-        print(f"mjw_g1: {args.staged}: nothing staged (bash scripts/gpu/stage_mjw_g1.sh GIT_DIR)", file=sys.stderr)
+    try:
+        return run(args)
+    except InvalidInput as exc:  # one line, exit 2: the staged folder, the wheel or --work refused
+        print(f"mjw_g1: {exc}", file=sys.stderr)
         return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.out.parent.is_dir():
+        raise InvalidInput(f"--out {args.out}: its folder {args.out.parent} does not exist")
+    if not (args.staged / "SOURCE.json").is_file():
+        raise InvalidInput(f"{args.staged}: nothing staged (bash scripts/gpu/stage_mjw_g1.sh GIT_DIR)")
+    source = read_source(args.staged)
     bench = settings(args.staged / "__init__.py")
     if args.worlds:
         bench["nworld"] = args.worlds
-    wheel = next(Path("resources/assets/cache").glob("mjlab-*.whl"), None)
-    if wheel is None:
-        print("mjw_g1: no mjlab wheel in resources/assets/cache (scripts/gpu/README.md, step 3)", file=sys.stderr)
-        return 2
+    wheel = pinned_wheel(Path("resources/assets/cache"))
     scene = assemble(args.staged, wheel, args.work, bench)
-    result: dict[str, Any] = {"benchmark": BENCHMARK, "settings": bench,
-                              "source": json.loads((args.staged / "SOURCE.json").read_text()),
+    result: dict[str, Any] = {"benchmark": BENCHMARK, "settings": bench, "source": source,
                               "meshes_from": wheel.name, "model": model_facts(scene)}
     import mujoco_warp
 

@@ -15,26 +15,28 @@ git_dir=${1:?usage: stage_mjw_g1.sh GIT_DIR [REF] (a mujoco_warp clone or mirror
 ref=${2:-HEAD}
 root=$(git rev-parse --show-toplevel)
 dest=$root/.device/mjw_g1
-commit=$(git --git-dir "$git_dir" rev-parse --verify "$ref^{commit}") \
+commit=$(git --git-dir "$git_dir" rev-parse --verify --quiet "$ref^{commit}" 2>/dev/null) \
   || { echo "stage_mjw_g1: $git_dir has no commit $ref" >&2; exit 2; }
 files=(scene_flat.xml unitree_g1_mjlab.xml shuffle_dance.npz __init__.py)
-rm -rf "$dest" && mkdir -p "$dest"
+# staged beside the folder and swapped in whole: a ref that lacks a file leaves the last staging as it was
+new=$dest.new
+rm -rf "$new" && mkdir -p "$new"
 for f in "${files[@]}"; do
-  git --git-dir "$git_dir" show "$commit:benchmarks/unitree_g1/$f" >"$dest/$f" \
-    || { echo "stage_mjw_g1: $ref has no benchmarks/unitree_g1/$f" >&2; exit 2; }
+  git --git-dir "$git_dir" show "$commit:benchmarks/unitree_g1/$f" >"$new/$f" 2>/dev/null \
+    || { rm -rf "$new"; echo "stage_mjw_g1: $ref has no benchmarks/unitree_g1/$f" >&2; exit 2; }
 done
-{
-  echo "{\"repository\": \"google-deepmind/mujoco_warp\", \"commit\": \"$commit\","
-  echo " \"date\": \"$(git --git-dir "$git_dir" log -1 --format=%cI "$commit")\","
-  echo " \"version\": \"$(git --git-dir "$git_dir" show "$commit:pyproject.toml" | sed -n 's/^version = "\(.*\)"/\1/p' | head -1)\","
-  echo " \"sha256\": {"
-  for f in "${files[@]}"; do
-    sep=,; [ "$f" = "${files[-1]}" ] && sep=
-    echo "   \"$f\": \"$(sha256sum "$dest/$f" | cut -d' ' -f1)\"$sep"
-  done
-  echo " }}"
-} >"$dest/SOURCE.json"
-python3 -m json.tool "$dest/SOURCE.json" >/dev/null
+date=$(git --git-dir "$git_dir" log -1 --format=%cI "$commit")
+version=$(git --git-dir "$git_dir" show "$commit:pyproject.toml" 2>/dev/null | sed -n 's/^version = "\(.*\)"/\1/p' | head -1 || true)
+# json.dumps: whatever the repository's version line holds, SOURCE.json stays JSON
+python3 - "$new" "$commit" "$date" "$version" "${files[@]}" <<'PY'
+import hashlib, json, pathlib, sys
+new, commit, date, version, *files = sys.argv[1:]
+sums = {f: hashlib.sha256((pathlib.Path(new) / f).read_bytes()).hexdigest() for f in files}
+(pathlib.Path(new) / "SOURCE.json").write_text(json.dumps(
+    {"repository": "google-deepmind/mujoco_warp", "commit": commit, "date": date, "version": version,
+     "sha256": sums}, indent=1) + "\n")
+PY
+rm -rf "$dest" && mv "$new" "$dest"
 # testspeed's command line is absl's (mujoco_warp lists it for its tools only): into the staged wheels
 ls "$root"/.device/wheels/absl_py-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: \
   --python-version 3.12 --platform any absl-py -d "$root/.device/wheels"

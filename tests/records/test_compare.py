@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soaklab.records.compare import bootstrap_row, compare, first_difference, ratio_row
-from soaklab.records.outcome import headline
+from soaklab.records.outcome import headline, verdict_lines
 from soaklab.records.plan import Figure, Record, RecordRun
 
 
@@ -146,6 +146,9 @@ def test_a_deterministic_gpu_record_is_judged_bit_for_bit_on_its_kind_only():
         judged = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(other, moved, 70.0)})
         assert judged["verdict"] == "not_comparable", judged
         assert judged["bits"] == "differ" and "bits, listed and not judged: differ" in headline(judged)
+        series_line, weights_line = verdict_lines(judged)[1:3]  # each bitwise row says whether it held
+        assert series_line.startswith("  not_comparable, differs: Train/ and Loss/ series (seed1): first difference")
+        assert weights_line.startswith("  not_comparable, held: final weights (seed1): ")
         equal = compare(record, provenance, {"seed1": recorded}, {"seed1": snap(other, series, 100.0)})
         assert equal["verdict"] == "not_comparable" and equal["bits"] == "equal"  # measured, still not judged
         assert "the GPU model, driver and CUDA its kind names" in judged["reason"]

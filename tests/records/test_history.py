@@ -124,3 +124,18 @@ def test_a_comparison_of_another_record_or_with_many_records_is_refused(cli, tmp
     monkeypatch.chdir(tmp_path / "copy")
     result = cli("record", "history", NAME, "--out-dir", tmp_path / "out")
     assert result.code == 2 and "--records records: not in a soaklab checkout" in one_line(result.err)
+
+
+def test_a_point_not_judged_still_says_whether_its_bits_held():
+    from soaklab.records.history import comparison_point
+
+    def rows(*held):
+        return [{"name": f"final weights (seed{i})", "rule": "exact", "verdict": "not_comparable", **h}
+                for i, h in enumerate(held)]
+
+    def bits(figures):
+        return comparison_point({"figures": figures, "verdict": "not_comparable"}, "run", "stored")["bits"]
+
+    assert bits(rows({"held": True}, {"held": True})) == "equal, not judged"
+    assert bits(rows({"held": True}, {"held": False})) == "differ, not judged"
+    assert bits(rows({"held": True}, {})) == "not judged"  # kept before rows carried it

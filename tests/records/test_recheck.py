@@ -78,6 +78,15 @@ def forge_an_interval_its_seeds_do_not_give(doc: dict) -> None:
      ".held: says False, its own sides give True"),
     (lambda: comparison(machine_now="cpu: Y x2"), lambda d: d.update(bits="differ"),
      "bits: says 'differ', its exact rows give 'equal'"),
+    (comparison, lambda d: row(d, "exact").update(held=False), ".held: says False, its own sides give True"),
+    (lambda: comparison(machine_now="cpu: Y x2"), lambda d: row(d, "ratio").update(held=True),
+     "(env_steps_per_s).held: only a bitwise (rule exact) row says whether it held"),
+    (lambda: comparison(machine_now="cpu: Y x2"), lambda d: [r.pop(side) for r in d["figures"] if r["rule"] == "exact"
+                                                            for side in ("record", "now")],
+     ".held: says True, its own sides give False"),  # a row without sides does not hold by None == None
+    (lambda: comparison(machine_now="cpu: Y x2"),
+     lambda d: d.update(first_difference={"run": "seed1", "series": "Loss/actor", "step": 17}),
+     "bits: says 'equal', yet its first_difference names one"),
 ])
 def test_forged_verdicts_are_refused_naming_the_file_and_field(make, forge, words):
     doc = make()
@@ -101,3 +110,7 @@ def test_an_incomplete_comparison_names_why():
     assert checked_verdict({"verdict": "incomplete", "reason": "the soak failed", "figures": []}, "c") == "incomplete"
     with pytest.raises(InvalidInput, match="reason"):
         checked_verdict({"verdict": "incomplete", "figures": []}, "c")
+    # nothing was compared: rows or bits would be listed under its verdict as if they had been
+    for forged, field in (({"figures": [row(comparison(), "exact")]}, "figures"), ({"bits": "equal"}, "bits")):
+        with pytest.raises(InvalidInput, match=f"^c: {field}: an incomplete comparison compared nothing$"):
+            checked_verdict({"verdict": "incomplete", "reason": "the soak failed", "figures": []} | forged, "c")

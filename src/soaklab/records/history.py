@@ -94,6 +94,9 @@ def _bits(rows: list[Any]) -> str | None:
     if not exact:
         return None
     verdicts = {r.get("verdict") for r in exact}
+    if verdicts == {"not_comparable"} and all(isinstance(r.get("held"), bool) for r in exact):
+        # measured on another kind and not judged (compare's `held`): whether they held all the same
+        return ("equal" if all(r["held"] for r in exact) else "differ") + ", not judged"
     return "equal" if verdicts == {"pass"} else "differ" if "fail" in verdicts else "not judged"
 
 

@@ -57,7 +57,9 @@ def verdict_lines(comparison: dict[str, Any]) -> list[str]:
     for row in comparison["figures"]:
         if row["verdict"] != "pass":
             detail = row.get("detail") or f"{row.get('record')} on record, {row.get('now')} now"
-            lines.append(f"  {row['verdict']}: {row['name']}: {detail}")
+            # a bitwise row not judged still says whether it held (compare's `held`)
+            held = "" if "held" not in row else ", held" if row["held"] is True else ", differs"
+            lines.append(f"  {row['verdict']}{held}: {row['name']}: {detail}")
     return lines
 
 

@@ -52,8 +52,11 @@ def _seeds(value: Any) -> list[float] | None:
 
 
 def _exact(row: dict[str, Any]) -> str | None:
-    """An exact row passes only where its two sides are the same and no difference is named."""
-    return "fail" if row.get("record") != row.get("now") or row.get("detail") else None
+    """An exact row passes only where it carries its two sides, they are the same and no difference is
+    named (a row without sides would hold by None == None)."""
+    if "record" not in row or "now" not in row:
+        return "fail"
+    return "fail" if row["record"] != row["now"] or row.get("detail") else None
 
 
 def _ratio(row: dict[str, Any]) -> str | None:
@@ -99,11 +102,15 @@ def row_verdict(row: Any, where: str) -> str:
                            f"{', '.join(ROW_VERDICTS)})")
     stated = row["verdict"]
     recomputed = RULES[row["rule"]](row)
+    if "held" in row:  # whether a bitwise row held: its sides say, judged or not (a judged row: its verdict)
+        if row["rule"] != "exact":
+            raise InvalidInput(f"{where}.held: only a bitwise (rule exact) row says whether it held")
+        held = recomputed is None if stated == "not_comparable" else stated == "pass"
+        if row["held"] is not held:
+            raise InvalidInput(f"{where}.held: says {row['held']!r}, its own sides give {held!r}")
     if stated == "not_comparable":
         if row["rule"] == "bootstrap":
             raise InvalidInput(f"{where}.verdict: not_comparable, but learning figures are judged on any machine")
-        if row["rule"] == "exact" and "held" in row and row["held"] is not (recomputed is None):
-            raise InvalidInput(f"{where}.held: says {row['held']!r}, its own sides give {recomputed is None!r}")
         return stated
     if recomputed is not None and recomputed != stated:
         raise InvalidInput(f"{where}.verdict: says {stated}, its own numbers give {recomputed}")
@@ -126,6 +133,8 @@ def checked_verdict(doc: Any, path: Path | str, folder_machine: str | None = Non
     if stated == "incomplete":  # the DAG's onerror: nothing was compared, and it says why
         if not doc.get("reason"):
             raise InvalidInput(f"{path}: reason: an incomplete comparison names why")
+        if rows or doc.get("bits") is not None:  # rows would be listed under its verdict as if compared
+            raise InvalidInput(f"{path}: {'figures' if rows else 'bits'}: an incomplete comparison compared nothing")
         return stated
     if not isinstance(rows, list) or not rows:
         raise InvalidInput(f"{path}: figures: none; a verdict stands on at least one compared figure")
@@ -151,6 +160,9 @@ def checked_verdict(doc: Any, path: Path | str, folder_machine: str | None = Non
         expected = None if not held or None in held else ("equal" if all(held) else "differ")
         if doc["bits"] != expected:
             raise InvalidInput(f"{path}: bits: says {doc['bits']!r}, its exact rows give {expected!r}")
+        first = doc.get("first_difference")
+        if expected == "equal" and first:  # compare names a first difference only where series or weights differ
+            raise InvalidInput(f"{path}: bits: says 'equal', yet its first_difference names one ({first!r:.80})")
     statistical = [v for row, v in zip(rows, verdicts, strict=True) if row["rule"] == "bootstrap"]
     if "statistics" in doc:
         expected = ("fail" if "fail" in statistical else "pass") if statistical else None
