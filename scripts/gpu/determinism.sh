@@ -14,7 +14,9 @@
 #           weights: equal), A with C, and C with E (the default mode: where its runs part).
 # fresh     two traced deterministic runs (40 iterations), one after the other, each compiling into an
 #           empty torch.compile cache: do fresh compiles part (what a later visit's reproduction
-#           does), and at which tensor; their traces are packed whole.
+#           does), and at which tensor; their run dirs (trace, series, no checkpoints) are packed
+#           whole, with step 16's tensors (the first update round) saved. FRESH_RUNS="F" runs one;
+#           AGAINST=DIR (an earlier visit's packed F, committed) is compared with this visit's F.
 # soak      `snakemake soak --configfile config/gpu-deterministic.yaml`, then the same with
 #           `-R train_soak`: diff-runs of the two run dirs (series and final weights).
 # cost      env-steps/s of the deterministic and default modes at 1024 and 4096 envs, each run alone,
@@ -113,16 +115,19 @@ fresh)
   # iteration 17, Train/ equal until then: benchmarks/visits/2026-12-07-det-later/), while two runs of
   # one visit, which share torch.compile's cache, agree. Here each traced run compiles alone, into a
   # cache of its own, one after the other (F, G): if they part, the trace names the first tensor and
-  # stage; their traces come home whole, so a later visit's F can be compared with this one's.
-  log "F, G (deterministic, each compiling into an empty torch.compile cache), traced, 40 iterations"
-  export SOAKLAB_TRACE=1
-  for name in F G; do  # (triton's kernels go under inductor's folder unless TRITON_CACHE_DIR names another)
+  # stage. A later visit runs F again against this one's (AGAINST): machine against machine.
+  runs=${FRESH_RUNS:-F G}
+  if [ -n "${AGAINST:-}" ] && [ ! -d "$here/$AGAINST/trace" ]; then echo "AGAINST=$AGAINST: no trace/ there" >&2; exit 2; fi
+  log "$runs (deterministic, each compiling into an empty torch.compile cache), traced, 40 iterations"
+  export SOAKLAB_TRACE=1 SOAKLAB_TRACE_DUMP=16  # the first update round's tensors, whole
+  for name in $runs; do  # (triton's kernels go under inductor's folder unless TRITON_CACHE_DIR names another)
     (unset SOAKLAB_COMPILE_CACHE_BASE TRITON_CACHE_DIR; export TORCHINDUCTOR_CACHE_DIR=$work/cache-$name
      run=("${base[@]}" algo.max_iterations=40 algo.save_interval=40); train "$name" training.deterministic=true)
   done
-  unset SOAKLAB_TRACE
-  diff_runs "$work/F" "$work/G"
-  for name in F G; do mkdir -p "$pack/$name" && cp -a "$work/$name/trace" "$work/$name/run_summary.json" "$pack/$name/"; done
+  unset SOAKLAB_TRACE SOAKLAB_TRACE_DUMP
+  [ "$runs" = "F G" ] && diff_runs "$work/F" "$work/G"
+  [ -n "${AGAINST:-}" ] && diff_runs "$here/$AGAINST" "$work/F"
+  keep $(for name in $runs; do echo "$work/$name"; done)
   ;;
 soak)
   log "snakemake soak (gpu-det)"

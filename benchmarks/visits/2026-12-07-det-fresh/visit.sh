@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Two visits for issue 67, after benchmarks/visits/2026-12-07-det-later/ (whose reproduction of
+# gpu-deterministic parted at its first update round), each from a copy of the checkout at /root/work
+# with both pinned wheels in resources/assets/cache/ (scripts/gpu/README.md, step 4):
+#
+#   (setsid nohup bash benchmarks/visits/2026-12-07-det-fresh/visit.sh [STAGE...] >/root/visit.log 2>&1 </dev/null &)
+#
+# first visit:  record fresh soak   (gpu-deterministic remade from a clean commit with the one-block
+#                                    contact Jacobian; two traced runs, each compiling afresh; the
+#                                    soak and its -R train_soak rerun)
+# later visit:  reproduce against   (the record reproduced on a fresh machine; a traced run compared
+#                                    with the first visit's F, tensor by tensor)
+#
+# reproduce  REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh (`snakemake reproduce`, `record keep`);
+# against    determinism.sh fresh with FRESH_RUNS=F and AGAINST=<this folder>/fresh/F (committed from
+#            the first visit);
+# and any stage of scripts/gpu/determinism.sh (record, fresh, soak, cost, learning, ...), one after
+# the other, alone on the GPU. Everything lands under /root/visit-out, one folder per step;
+# /root/visit.done marks the end.
+set -uo pipefail
+cd /root/work
+out=/root/visit-out
+mkdir -p "$out" && rm -f /root/visit.done
+source scripts/gpu/visit_steps.sh  # log, step
+stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(record fresh soak)
+for stage in "${stages[@]}"; do
+  case $stage in
+  reproduce)
+    log "reproduce gpu-deterministic"
+    REPRODUCE=gpu-deterministic step reproduce bash scripts/gpu/reproduce.sh
+    tail -8 "$out/reproduce/console.log" | grep -v "^bootstrap"
+    ;;
+  census | one-block)
+    # as run on this visit (at 1ddd123: --contact-jac warp and one-block); the one block has been the
+    # package's since (soaklab.sim.mjwarp_contact_jac), mujoco_warp's blocks the comparison
+    contact=mujoco-warp; [ "$stage" = one-block ] && contact=soaklab
+    modes=deterministic,default; [ "$stage" = one-block ] && modes=deterministic
+    worlds=${WORLDS:-1024}; graphs=capture,eager; [ "$stage" = one-block ] && graphs=capture
+    log "det_capture --contact-jac $contact: $modes, $worlds worlds, $graphs, census"
+    step "$stage" python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians auto --modes "$modes" \
+      --graphs "$graphs" --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
+    grep '^{' "$out/$stage/console.log" | cut -c1-400
+    if [ "$stage" = census ]; then  # the default mode on the dense layout: the layout's cost apart from the sorts'
+      log "det_capture: the default mode's dense layout, captured, census"
+      step census-dense python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians dense --modes default \
+        --graphs capture --census 5 --out "$out/census-dense/det_capture.json"
+      grep '^{' "$out/census-dense/console.log" | cut -c1-400
+    fi
+    ;;
+  against)
+    log "determinism.sh fresh: F against the first visit's"
+    FRESH_RUNS=F AGAINST=benchmarks/visits/2026-12-07-det-fresh/fresh/F step against bash scripts/gpu/determinism.sh fresh
+    tail -12 "$out/against/console.log" | grep -v "^bootstrap"
+    ;;
+  mjw-g1)  # issue 68: mujoco_warp's unitree_g1 benchmark beside soaklab's ceiling and env step (carry .device/mjw_g1)
+    log "mjw_g1: mujoco_warp's unitree_g1_flat, soaklab's ceiling and env step"
+    step mjw-g1 python3 scripts/gpu/mjw_g1.py --out "$out/mjw-g1/mjw_g1.json"
+    tail -12 "$out/mjw-g1/console.log" | grep -v "^bootstrap"
+    ;;
+  *)
+    log "determinism.sh $stage"
+    step "$stage" bash scripts/gpu/determinism.sh "$stage"
+    tail -12 "$out/$stage/console.log" | grep -v "^bootstrap"
+    ;;
+  esac
+done
+log "done"
+touch /root/visit.done
