@@ -32,6 +32,10 @@ def main() -> int:
     parser.add_argument("--contact-jac", default="soaklab", choices=("soaklab", "mujoco-warp"),
                         help="the deterministic dense step's contact Jacobian: soaklab's one dof block "
                              "(soaklab.sim.mjwarp_contact_jac) or mujoco_warp's default blocks")
+    parser.add_argument("--exact-adds", default="soaklab", choices=("soaklab", "mujoco-warp"),
+                        help="the deterministic step's actuator, actuation-derivative and gravcomp launches: "
+                             "without ordered records where the model proves their adds exact "
+                             "(soaklab.sim.mjwarp_exact_adds) or with them, as mujoco_warp builds them")
     parser.add_argument("--modes", default="deterministic,default",
                         help="comma-separated: deterministic, default (each runs every layout asked)")
     parser.add_argument("--graphs", default="capture",
@@ -81,6 +85,8 @@ def main() -> int:
     cases: list[dict] = []
     if args.contact_jac == "mujoco-warp":
         mujoco_warps_blocks()
+    if args.exact_adds == "mujoco-warp":
+        mujoco_warps_records()
     combos = [(mode, name, graph) for mode in modes for name in args.jacobians.split(",") for graph in graphs]
     for n in worlds:
         for mode, name, graph in combos:
@@ -96,6 +102,7 @@ def main() -> int:
             qpos[:, 2] = model.qpos0[2]
             qvel = rng.normal(0, 0.1, (n, model.nv))
             case: dict = {"worlds": n, "mode": mode, "jacobian_asked": name, "contact_jac": args.contact_jac,
+                          "exact_adds_asked": args.exact_adds,
                           "graph_asked": graph}
             try:
                 case.update(run_case(model, n, cfg.decimation, qpos, qvel, args, use_graph=graph == "capture"))
@@ -114,6 +121,14 @@ def mujoco_warps_blocks() -> None:
     from soaklab.sim import mjwarp_contact_jac
 
     mjwarp_contact_jac.one_block = lambda m: None
+
+
+def mujoco_warps_records() -> None:
+    """The deterministic step as before soaklab.sim.mjwarp_exact_adds: every float-adding launch with
+    warp's ordered records (the comparison)."""
+    from soaklab.sim import mjwarp_exact_adds
+
+    mjwarp_exact_adds.install = lambda model: ()
 
 
 def kernel_census(step, steps: int) -> dict:
@@ -161,7 +176,8 @@ def run_case(model, n: int, decimation: int, qpos, qvel, args: argparse.Namespac
         backend = MjwarpBackend(model, num_envs=n, decimation=decimation, device=args.device, use_graph=use_graph)
         graph = backend.diagnostics()["diagnostics"]["cuda_graph"]
         diag = backend.diagnostics()["diagnostics"]
-        case.update(jacobian=diag["jacobian"], contact_jac_tile=diag["contact_jac_tile"], captured=graph["enabled"],
+        case.update(jacobian=diag["jacobian"], contact_jac_tile=diag["contact_jac_tile"],
+                    exact_adds=diag["exact_adds"], captured=graph["enabled"],
                     reason=graph["disable_reason"])
         backend.reset(np.arange(n), qpos, qvel)
         backend.ctrl_tensor.copy_(torch.linspace(-1, 1, backend.ctrl_tensor.numel(), device=args.device)

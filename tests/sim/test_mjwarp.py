@@ -203,6 +203,8 @@ def test_the_deterministic_mode_repeats_its_captured_steps_bit_for_bit(tracking,
         assert diag["deterministic"] == int(backend._mjw.DeterminismType.ALL)
         assert (diag["jacobian"], diag["jacobian_reason"]) == ("dense", DENSE_REASON)
         assert diag["contact_jac_tile"] == 64  # the G1's 48 padded dofs in one block (mjwarp_contact_jac)
+        # one actuator per hinge, no gravcomp: three launches without ordered records (mjwarp_exact_adds)
+        assert diag["exact_adds"] == ["qfrc_actuator", "qderiv_actuation", "gravity_force"]
         assert diag["cuda_graph"]["enabled"] is True, diag["cuda_graph"]
         # soaklab's sorts fill mujoco_warp 4.0.0's empty CONTACTS and CONSTRAINT hooks (mjwarp_sorts)
         assert collision_driver._sort_contacts is mjwarp_sorts.sort_contacts

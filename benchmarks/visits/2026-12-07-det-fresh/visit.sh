@@ -8,8 +8,9 @@
 # first visit:  record fresh soak   (gpu-deterministic remade from a clean commit with the one-block
 #                                    contact Jacobian; two traced runs, each compiling afresh; the
 #                                    soak and its -R train_soak rerun)
-# later visit:  reproduce against   (the record reproduced on a fresh machine; a traced run compared
-#                                    with the first visit's F, tensor by tensor)
+# later visit:  reproduce against adds cost   (the record reproduced on a fresh machine; a traced run
+#                                    compared with the first visit's F, tensor by tensor; the step with
+#                                    and without soaklab.sim.mjwarp_exact_adds; the cost table)
 #
 # reproduce  REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh (`snakemake reproduce`, `record keep`);
 # against    determinism.sh fresh with FRESH_RUNS=F and AGAINST=<this folder>/fresh/F (committed from
@@ -46,6 +47,14 @@ for stage in "${stages[@]}"; do
         --graphs capture --census 5 --out "$out/census-dense/det_capture.json"
       grep '^{' "$out/census-dense/console.log" | cut -c1-400
     fi
+    ;;
+  adds)  # the deterministic captured step with and without soaklab.sim.mjwarp_exact_adds (its records kept)
+    for adds in soaklab mujoco-warp; do
+      log "det_capture --exact-adds $adds: deterministic, ${WORLDS:-1024} worlds, captured, census"
+      step "adds-$adds" python3 scripts/gpu/det_capture.py --worlds "${WORLDS:-1024}" --jacobians auto \
+        --modes deterministic --graphs capture --census 5 --exact-adds "$adds" --out "$out/adds-$adds/det_capture.json"
+      grep '^{' "$out/adds-$adds/console.log" | cut -c1-400
+    done
     ;;
   against)
     log "determinism.sh fresh: F against the first visit's"

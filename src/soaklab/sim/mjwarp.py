@@ -139,6 +139,7 @@ class MjwarpBackend:
         wp.init()
         self.jacobian_reason: str | None = None
         self.contact_jac_tile: int | None = None  # mujoco_warp's own blocks (soaklab.sim.mjwarp_contact_jac)
+        self.exact_adds: tuple[str, ...] = ()  # launches built without ordered records (soaklab.sim.mjwarp_exact_adds)
         if determinism.enabled():
             from soaklab.sim import mjwarp_sorts
 
@@ -165,11 +166,13 @@ class MjwarpBackend:
                 self.m.opt.deterministic = int(mjw.DeterminismType.ALL)
                 # mujoco_warp 4.0.0 leaves its CONTACTS and CONSTRAINT sorts as empty hooks: soaklab's
                 # fill them (only in this mode; soaklab.sim.mjwarp_sorts).
-                from soaklab.sim import mjwarp_contact_jac, mjwarp_sorts
+                from soaklab.sim import mjwarp_contact_jac, mjwarp_exact_adds, mjwarp_sorts
 
                 mjwarp_sorts.install(mjw, self.m)
                 # the contact Jacobian's J.qvel in one dof block: one add per row, no ordered records
                 self.contact_jac_tile = mjwarp_contact_jac.one_block(self.m)
+                # launches whose adds this model makes exact in any order: no ordered records either
+                self.exact_adds = mjwarp_exact_adds.install(model)
             self.d = mjw.put_data(model, data, nworld=n, nconmax=nconmax, njmax=njmax)
             self._mask = wp.zeros(n, dtype=bool)
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
@@ -388,7 +391,7 @@ class MjwarpBackend:
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
             device=str(self.torch_device), deterministic=int(self.m.opt.deterministic),
             jacobian="sparse" if self.m.is_sparse else "dense", jacobian_reason=self.jacobian_reason,
-            contact_jac_tile=self.contact_jac_tile,
+            contact_jac_tile=self.contact_jac_tile, exact_adds=list(self.exact_adds),
         )
 
     def close(self) -> None:
