@@ -120,3 +120,20 @@ def test_the_wheel_and_work_folder_are_refused_in_one_line_before_anything_is_co
     mjw_g1.fresh_work(made)  # its own folder: emptied for the next run
     assert sorted(p.name for p in made.rglob("*")) == [mjw_g1.WORK_MARK, "assets"]
     assert (mine / "keep.txt").read_text() == "someone's"  # never emptied
+
+
+def test_a_staged_scene_that_names_a_file_outside_the_folder_is_refused_before_mujoco_reads_it(tmp_path):
+    (tmp_path / "secret.xml").write_text("<mujoco/>")
+    plain = tmp_path / "plain.xml"
+    plain.write_text('<mujoco><compiler meshdir="assets"/><include file="unitree_g1_mjlab.xml"/>'
+                     '<asset><mesh file="pelvis.STL"/></asset></mujoco>')
+    mjw_g1.check_references(plain)
+    for i, bad in enumerate(('<include file="../secret.xml"/>', f'<include file="{tmp_path}/secret.xml"/>',
+                             '<compiler meshdir="/etc"/>', '<asset><mesh file="a/../../x.STL"/></asset>')):
+        scene = tmp_path / f"bad{i}.xml"
+        scene.write_text(f"<mujoco>{bad}</mujoco>")
+        with pytest.raises(InvalidInput, match=r"names a path outside the benchmark's folder"):
+            mjw_g1.check_references(scene)
+    (tmp_path / "broken.xml").write_text("<mujoco>")
+    with pytest.raises(InvalidInput, match=r"broken.xml: not an MJCF file"):
+        mjw_g1.check_references(tmp_path / "broken.xml")

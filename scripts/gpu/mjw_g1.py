@@ -130,9 +130,33 @@ def fresh_work(work: Path) -> None:
     (work / WORK_MARK).touch()
 
 
+# MJCF attributes that name a file or folder MuJoCo reads: each must stay inside the work folder.
+FILE_ATTRIBUTES = ("file", "meshdir", "texturedir", "assetdir")
+FILE_VALUE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+
+
+def check_references(xml: Path) -> None:
+    """Refuse, in one line, a staged MJCF that names a file or folder outside the benchmark's folder
+    (an absolute path, a '..', an odd character): MuJoCo would read what it names as it compiles."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(xml.read_text())
+    except (OSError, UnicodeDecodeError, ET.ParseError) as exc:
+        raise InvalidInput(f"{xml}: not an MJCF file ({exc}); {RESTAGE}") from None
+    for element in root.iter():
+        for attribute in FILE_ATTRIBUTES:
+            value = element.get(attribute)
+            if value is not None and not FILE_VALUE.match(value):
+                raise InvalidInput(f"{xml}: <{element.tag} {attribute}={value!r}> names a path outside the benchmark's "
+                                   f"folder (plain relative names only); {RESTAGE}")
+
+
 def assemble(staged: Path, wheel: Path, work: Path, bench: dict[str, Any]) -> Path:
     """The benchmark's folder: upstream's files as staged (read_source checked them) and the meshes
     from the pinned mjlab wheel (plain file names only). Returns the scene's path."""
+    for name in (bench["mjcf"], MODEL):
+        check_references(staged / name)
     fresh_work(work)
     for name in dict.fromkeys((bench["mjcf"], MODEL, bench["replay"])):
         shutil.copyfile(staged / name, work / name)
