@@ -31,23 +31,6 @@ for stage in "${stages[@]}"; do
     REPRODUCE=gpu-deterministic step reproduce bash scripts/gpu/reproduce.sh
     tail -8 "$out/reproduce/console.log" | grep -v "^bootstrap"
     ;;
-  census | one-block)
-    # as run on this visit (at 1ddd123: --contact-jac warp and one-block); the one block has been the
-    # package's since (soaklab.sim.mjwarp_contact_jac), mujoco_warp's blocks the comparison
-    contact=mujoco-warp; [ "$stage" = one-block ] && contact=soaklab
-    modes=deterministic,default; [ "$stage" = one-block ] && modes=deterministic
-    worlds=${WORLDS:-1024}; graphs=capture,eager; [ "$stage" = one-block ] && graphs=capture
-    log "det_capture --contact-jac $contact: $modes, $worlds worlds, $graphs, census"
-    step "$stage" python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians auto --modes "$modes" \
-      --graphs "$graphs" --census 5 --contact-jac "$contact" --out "$out/$stage/det_capture.json"
-    grep '^{' "$out/$stage/console.log" | cut -c1-400
-    if [ "$stage" = census ]; then  # the default mode on the dense layout: the layout's cost apart from the sorts'
-      log "det_capture: the default mode's dense layout, captured, census"
-      step census-dense python3 scripts/gpu/det_capture.py --worlds "$worlds" --jacobians dense --modes default \
-        --graphs capture --census 5 --out "$out/census-dense/det_capture.json"
-      grep '^{' "$out/census-dense/console.log" | cut -c1-400
-    fi
-    ;;
   adds)  # the deterministic captured step with and without soaklab.sim.mjwarp_exact_adds (its records kept)
     for adds in soaklab mujoco-warp; do
       log "det_capture --exact-adds $adds: deterministic, ${WORLDS:-1024} worlds, captured, census"
@@ -60,11 +43,6 @@ for stage in "${stages[@]}"; do
     log "determinism.sh fresh: F against the first visit's"
     FRESH_RUNS=F AGAINST=benchmarks/visits/2026-12-07-det-fresh/fresh/F step against bash scripts/gpu/determinism.sh fresh
     tail -12 "$out/against/console.log" | grep -v "^bootstrap"
-    ;;
-  mjw-g1)  # issue 68: mujoco_warp's unitree_g1 benchmark beside soaklab's ceiling and env step (carry .device/mjw_g1)
-    log "mjw_g1: mujoco_warp's unitree_g1_flat, soaklab's ceiling and env step"
-    step mjw-g1 python3 scripts/gpu/mjw_g1.py --out "$out/mjw-g1/mjw_g1.json"
-    tail -12 "$out/mjw-g1/console.log" | grep -v "^bootstrap"
     ;;
   *)
     log "determinism.sh $stage"
