@@ -57,8 +57,7 @@ LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "te
                  "tests/rl/test_ranks.py", "tests/tasks/g1_tracking/test_compile.py",
                  "tests/host/test_compile_cache.py", "tests/assets/test_pull.py",
                  "tests/tasks/g1_tracking/test_library.py", "tests/soak/test_diverged.py",
-                 "tests/tasks/g1_tracking/test_env.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py",
-                 "tests/workflow/test_wandb.py")
+                 "tests/tasks/g1_tracking/test_env.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
