@@ -403,7 +403,7 @@ def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):
 
 # The plug-in's run in the workflow config, soaked for a second on one physics thread.
 SOAK = {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
-        "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}
+        "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 1}
 PLUGIN_RUN = {"algo": "twin_sac", "task": "point_reach", "sim": "serial_mujoco", "overrides": {"env.num_threads": 1},
               "soak": SOAK}
 # A record of it: its seeds run through the same rules, compared with its artifacts of record.
