@@ -46,8 +46,10 @@ def test_a_clean_run_passes_with_every_record(start_soak):
     no_process_left(soak)
 
 
+# (A learner that raises, raise_learner@3, is learner_failure the same way: tests/workflow/test_dag.py's
+# failed-soak test injects it under the real DAG and holds these assertions; a soak of its own here was
+# the same path again.)
 @pytest.mark.parametrize(("fault", "classification"), [
-    ("raise_learner@3", "learner_failure"),
     ("kill_collector@3", "collector_failure"),
 ])
 def test_trainer_failures_carry_the_trainer_classification(start_soak, fault, classification):
@@ -208,12 +210,6 @@ def test_a_soak_json_on_a_disk_that_fills_up_fails_in_one_line(start_soak, tmpfs
     assert evidence["status"] == "passed"  # the verdict itself was fine
 
 
-def test_run_shorter_than_the_minimum_fails(start_soak):
-    soak = finished(start_soak(iterations=20, min_duration_seconds=600))
-    assert soak["failure_classification"] == "min_duration_not_met"
-    assert soak["run_summary"]["status"] == "completed", "the trainer itself was fine"
-
-
 @pytest.mark.parametrize(("flags", "words"), [
     (("--extra-override", "algo.num_envs=4"), "algo.num_envs is owned by `soaklab soak`"),
     (("--extra-override", "training.log_dir=/tmp/x"), "training.log_dir is owned"),
@@ -264,6 +260,7 @@ def test_a_soak_resumes_its_own_configs_run_judged_over_its_segments_alone(start
     b = interrupted_dir(run_dir, b_soak["context"]["config_hash"])
     assert kept_runs(run_dir) == sorted([a, b]) and a != b
     assert checkpoint_iterations(a)[-1] == 20 and checkpoint_iterations(b)[-1] == 10
+    # A run shorter than the minimum fails, the trainer itself fine (its completed run summary):
     second = finished(start_soak(iterations=40, min_duration_seconds=100000))
     assert second["command"]["trainer"][3:5] == ["train", "--resume"]
     assert second["run_summary"]["status"] == "completed"

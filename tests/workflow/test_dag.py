@@ -13,6 +13,7 @@ import yaml
 from soaklab.metrics.wandb_offline import read_offline_run
 from soaklab.schemas import schema_errors
 from soaklab.soak.interrupted import kept_runs
+from soaklab.soak.sampler import ProcessKey
 from tests.conftest import REPO
 from tests.rl.test_wandb import assert_same_series
 from tests.workflow.conftest import CHAIN, planned, ran, snakemake
@@ -263,7 +264,12 @@ def test_a_failed_soak_fails_the_dag_keeps_its_evidence_and_the_next_dag_run_res
     assert not (work / "results/cpu/train").exists()
     evidence = work / "logs/cpu/soak_evidence"
     soak = json.loads((evidence / "soak.json").read_text())
-    assert soak["failure_classification"] == "learner_failure"
+    # The trainer's classification is the soak's and its shutdown's (tests/soak/test_monitor.py's
+    # trainer-failure test, for this fault), and nothing the soak saw outlived it.
+    assert soak["failure_classification"] == soak["shutdown"]["classification"] == "learner_failure"
+    for sample in soak["samples"]:
+        for p in sample["processes"]:
+            assert not ProcessKey(p["pid"], p["create_time"]).alive(), f"{p['name']} ({p['pid']}) outlived the soak"
     assert "injected learner fault" in (evidence / "soak-console.log").read_text()
     assert json.loads((evidence / "run_summary.json").read_text())["status"] == "failed"
     assert "learner_failure" in (work / "logs/cpu/train_soak.log").read_text()
