@@ -43,22 +43,22 @@ class CliResult:
     err: str
 
 
-# The longest modules, longest first: each module's summed test time under `make test` on two cores,
-# cold caches, 2026-12-06 (dag 407 s, monitor 279 s, slurm 181 s, then 116-35 s; records moved up on
-# 2026-12-07 for its bisect test, four record runs: 135 s on a loaded machine). xdist hands out
-# whole modules (--dist loadscope) in this order only with --no-loadscope-reorder (Makefile): by
-# default it reorders them by test count, which left test_slurm.py (one test, three minutes, mostly
-# waiting on Slurm) until last, running on one worker while the other core sat idle (pytest 922 s).
-LONGEST_FIRST = ("tests/workflow/test_dag.py", "tests/soak/test_monitor.py", "tests/workflow/test_records.py",
-                 "tests/workflow/test_slurm.py",
-                 "tests/rl/test_resume.py", "tests/workflow/test_sweeps.py", "tests/support/test_matrix.py",
+# The longest modules, longest first: each module's summed test time under `make test` on two cores
+# (estimated from .ci/run's slowest tests at 96670c4, 2026-12-07, less the cuts made after: dag ~300 s,
+# monitor ~280 s, records ~170 s, resume ~150 s, the plug-ins ~130 s, compile_cache 110 s, matrix
+# ~90 s since its refusals are worked out once, sweeps ~75 s), with test_slurm.py first: one test of
+# four minutes on CI, mostly waiting on Slurm, so it overlaps the two heaviest modules from the start
+# (taken later it ran after records' bisect, and last it ran on one worker while the other core sat
+# idle: pytest 922 s). xdist hands out whole modules (--dist loadscope) in this order only with
+# --no-loadscope-reorder (Makefile): by default it reorders them by test count.
+LONGEST_FIRST = ("tests/workflow/test_slurm.py", "tests/workflow/test_dag.py", "tests/soak/test_monitor.py",
+                 "tests/workflow/test_records.py", "tests/rl/test_resume.py", "tests/catalogue/test_plugins.py",
+                 "tests/host/test_compile_cache.py", "tests/support/test_matrix.py", "tests/workflow/test_sweeps.py",
                  "tests/rl/test_runtime.py", "tests/rl/test_wandb.py",
                  "tests/policy/test_export.py", "tests/bench/test_backend_probe.py", "tests/rl/test_reproducible.py",
-                 "tests/rl/test_ranks.py", "tests/tasks/g1_tracking/test_compile.py",
-                 "tests/host/test_compile_cache.py", "tests/assets/test_pull.py",
-                 "tests/tasks/g1_tracking/test_library.py", "tests/soak/test_diverged.py",
-                 "tests/tasks/g1_tracking/test_env.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py",
-                 "tests/workflow/test_wandb.py")
+                 "tests/soak/test_interrupted.py", "tests/rl/test_ranks.py", "tests/tasks/g1_tracking/test_compile.py",
+                 "tests/assets/test_pull.py", "tests/tasks/g1_tracking/test_library.py", "tests/soak/test_diverged.py",
+                 "tests/tasks/g1_tracking/test_env.py", "tests/policy/test_evaluate.py", "tests/rl/test_budget.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

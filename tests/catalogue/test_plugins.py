@@ -255,10 +255,8 @@ def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tm
     assert orphan.returncode == 2 and len(lines) == 1, orphan.stderr
     assert "its algo 'twin_sac' is not in the installed catalogue: install the plug-in that declares it" in lines[0]
 
-    onnx = tmp_path / "policy.onnx"
-    exported = soaklab(plugin, tmp_path, "export", str(run_dir), "--out", str(onnx))
-    assert exported.returncode == 0, exported.stdout + exported.stderr
-    assert onnx.stat().st_size > 0
+    # (With the plug-in, its run exports like a built-in's: the DAG test below exports one through the
+    # evaluate target, parity checked.)
     # Evaluation judges a policy from a reference clip's first frame: a task that follows no clip is
     # refused in one line, before anything is built.
     out = tmp_path / "evaluation.json"
@@ -403,7 +401,7 @@ def test_without_the_plugin_its_names_are_refused_in_one_line(tmp_path, cli):
 
 # The plug-in's run in the workflow config, soaked for a second on one physics thread.
 SOAK = {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
-        "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}
+        "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 1}
 PLUGIN_RUN = {"algo": "twin_sac", "task": "point_reach", "sim": "serial_mujoco", "overrides": {"env.num_threads": 1},
               "soak": SOAK}
 # A record of it: its seeds run through the same rules, compared with its artifacts of record.

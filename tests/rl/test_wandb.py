@@ -66,7 +66,7 @@ def test_two_ranks_make_one_wandb_run(start_train, clean_env, monkeypatch):
     assert end.summary["train/status"] == "completed" and end.summary["train/completed_iterations"] == 30
     assert history.project == "soaklab-tests" and history.group == "sweep-x"
     assert assert_same_series(run.run_dir, history.history) > 50
-    # The resolved run config is the run's config (a G1 run's series: tests/workflow/test_wandb.py).
+    # The resolved run config is the run's config (a G1 run's series: tests/workflow/test_dag.py, its whole-DAG test).
     assert history.config["config_hash"] == json.loads((run.run_dir / "run_config.json").read_text())["config_hash"]
     assert history.config["config"]["training"]["loggers"] == ["tensorboard", "wandb"]
     loggers = run.summary["loggers"]

@@ -4,6 +4,7 @@ kept reproduction is only a passing, current one; a false `covers` marker fails 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import yaml
 
 from soaklab.records import store
 from soaklab.records.compare import compare
+from soaklab.support import inventory
 from soaklab.support.figures import README
 from soaklab.support.matrix import JSON_OUT, MARKDOWN, generate, outputs, record_cell
 from tests.conftest import REPO
@@ -27,8 +29,29 @@ def artifacts(root: Path, name: str) -> Path:
     return store.load(root / "records", name).artifact_sets()[0]
 
 
-def soaklab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "soaklab", *args], cwd=cwd, capture_output=True, text=True)
+# A configuration's refusal is compose and resolve on its reference host: a function of the
+# configuration and the package's own defaults, which these tests never edit (they edit records, docs
+# and tests). Worked out once per configuration per worker, not in every generate() (48 composes,
+# some 4 s of each of this module's 30 generate() calls); every other fact is read afresh each time.
+_REFUSAL = functools.cache(inventory.refusal)
+
+
+@pytest.fixture(autouse=True)
+def refusals_once(monkeypatch):
+    monkeypatch.setattr(inventory, "refusal", _REFUSAL)
+
+
+@pytest.fixture
+def soaklab(cli, monkeypatch):
+    """`soaklab ARGS` from `cwd` through the real entry point, in this process (tests/conftest.py's
+    cli), where refusals_once holds: a fresh process would compose every configuration again."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        result = cli(*args)
+        return subprocess.CompletedProcess(args, result.code, result.out, result.err)
+
+    return run
 
 
 @pytest.fixture
@@ -62,13 +85,13 @@ def self_comparison(root: Path, name: str) -> dict:
     return comparison
 
 
-def test_the_committed_matrix_is_the_generated_one():
+def test_the_committed_matrix_is_the_generated_one(soaklab):
     done = soaklab("support-matrix", "--check", cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (REPO / MARKDOWN).read_text() == outputs(REPO)[MARKDOWN]
 
 
-def test_check_prints_the_difference_and_exits_1(repo):
+def test_check_prints_the_difference_and_exits_1(repo, soaklab):
     text = (repo / MARKDOWN).read_text().replace("**Refused**", "**Recommended**", 1)
     (repo / MARKDOWN).write_text(text)
     done = soaklab("support-matrix", "--check", cwd=repo)
@@ -181,7 +204,7 @@ def failing(comparison: dict) -> dict:
     return doc
 
 
-def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path):
+def test_keep_refuses_what_is_not_a_current_passing_reproduction(repo, tmp_path, soaklab):
     folder = artifacts(repo, "ci-dag")
     (folder / store.REPRODUCED).unlink(missing_ok=True)
     cases = {
@@ -245,7 +268,7 @@ def test_a_covers_marker_its_test_does_not_hold_fails_the_test(tmp_path):
     assert "but its runs trained ['sac/cartpole_swingup/mujoco/cpu/1']" in done.stdout
 
 
-def test_outside_a_checkout_or_with_a_malformed_marker_it_is_one_exit_2_line(tmp_path, repo):
+def test_outside_a_checkout_or_with_a_malformed_marker_it_is_one_exit_2_line(tmp_path, repo, soaklab):
     done = soaklab("support-matrix", "--check", cwd=tmp_path)
     assert done.returncode == 2 and "is not a soaklab checkout" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -299,7 +322,7 @@ def test_a_forged_kept_reproduction_promotes_nothing(repo, forge, words):
     assert refusal.startswith("record ci-dag (") and words in refusal, refusal
 
 
-def test_a_bad_record_file_is_refused_for_its_record_only(repo):
+def test_a_bad_record_file_is_refused_for_its_record_only(repo, soaklab):
     """A kept reproduction nested 100,000 levels deep, a provenance with a key twice and a spec that
     does not load: `support-matrix --check` prints one error line for each and exits 2, and every
     other record is judged and listed as before."""
@@ -338,7 +361,7 @@ def test_a_bad_record_file_is_refused_for_its_record_only(repo):
     (lambda spec: spec["run"].update(algo="sac"), "run.algo: 'sac', but"),
     (lambda spec: spec.update(seeds=[1, 2]), "seeds: seed1, seed2, but"),
 ])
-def test_a_spec_edited_after_its_artifacts_is_no_evidence_until_updated(repo, tmp_path, edit, words):
+def test_a_spec_edited_after_its_artifacts_is_no_evidence_until_updated(repo, tmp_path, edit, words, soaklab):
     """record.yaml changed by hand after its runs were made: `record check` and `record keep` refuse
     in one line naming the spec and the field, the matrix gives the record no credit, nothing changes."""
     for reproduced in (repo / "records").rglob(store.REPRODUCED):

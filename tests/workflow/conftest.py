@@ -19,7 +19,10 @@ TINY = {"runs": {"cpu": {
     "overrides": {"algo.num_envs": 8, "algo.max_iterations": 30, "algo.batch_size": 64, "algo.learning_starts": 5,
                   "algo.actor_hidden": 32, "algo.critic_hidden": 32, "algo.num_blocks": 1,
                   "algo.replay_buffer_size": 2000, "algo.save_interval": 10, "env.num_threads": 1},
-    "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "stale_progress_seconds": 60},
+    # A second of grace after the trainer ends, not config.yaml's five: every DAG soak here sleeps it
+    # (tests/soak/conftest.py's QUICK_BUDGET gives its soaks one too).
+    "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "stale_progress_seconds": 60,
+             "post_shutdown_grace_seconds": 1},
 }}}
 CHAIN = ("prefetch_assets", "resolve_config", "mps_start", "train_soak", "extract_metrics", "validate_artifacts")
 WORKFLOW_FILES = ["Snakefile", "workflow", "config", "profiles", "src/soaklab"]

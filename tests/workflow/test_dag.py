@@ -10,9 +10,12 @@ import pytest
 import torch
 import yaml
 
+from soaklab.metrics.wandb_offline import read_offline_run
 from soaklab.schemas import schema_errors
 from soaklab.soak.interrupted import kept_runs
+from soaklab.soak.sampler import ProcessKey
 from tests.conftest import REPO
+from tests.rl.test_wandb import assert_same_series
 from tests.workflow.conftest import CHAIN, planned, ran, snakemake
 
 pytestmark = pytest.mark.snakemake
@@ -41,11 +44,21 @@ def test_gpu_overlays_plan_their_runs_only_each_with_its_gpus(project, overlay, 
 
 
 @pytest.mark.covers("flashsac/g1_motion_tracking/mujoco/cpu/1")
-def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
+def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project, monkeypatch):
+    """The G1 run through the whole DAG with W&B on beside TensorBoard (training.loggers; offline; the
+    wandb extra, which `make setup` installs as it does the warp one `evaluate` needs): one DAG run
+    for both, at 40 s of CI each. The DAG runs without W&B in every other DAG test (cart-pole's failed
+    soak, sweeps, records, plug-ins) and in CI's reproduction of record ci-dag."""
     root, work, _ = project
-    proc = snakemake(project, "soak")
+    for name in ("WANDB_MODE", "WANDB_DIR", "WANDB_NAME", "WANDB_RUN_GROUP", "WANDB_TAGS"):
+        monkeypatch.delenv(name, raising=False)
+    wandb = work.parent / "wandb.yaml"
+    wandb.write_text(yaml.safe_dump({"runs": {"cpu": {"overrides": {"training.loggers": ["tensorboard", "wandb"],
+                                                                    "training.wandb_project": "soaklab-dag"}}}}))
+    proc = snakemake(project, "soak", overlays=(wandb,))
     assert proc.returncode == 0, proc.stderr
-    assert ran(proc.stderr) == {**dict.fromkeys(CHAIN, 1), "soak": 1}  # the chain, each rule once
+    # the chain, each rule once, and the DAG's verdict into the training's W&B run
+    assert ran(proc.stderr) == {**dict.fromkeys(CHAIN, 1), "wandb_summary": 1, "soak": 1}
     results = work / "results/cpu"
     run_config = json.loads((results / "run_config.json").read_text())
     assert schema_errors("run_config", run_config) == []
@@ -84,7 +97,7 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     # MuJoCo Warp (warp's CPU device on a machine without a GPU); no video, so no GL needed.
     play_overlay = work.parent / "play.yaml"
     play_overlay.write_text("play:\n  seconds: 0.5\n  evaluation_episodes: 4\n")
-    proc = snakemake(project, "evaluate", overlays=(play_overlay,))
+    proc = snakemake(project, "evaluate", overlays=(wandb, play_overlay))
     assert proc.returncode == 0, proc.stderr[-3000:]
     parity = json.loads((results / "policy.parity.json").read_text())
     assert parity["parity"]["passed"] and parity["task"] == "g1_motion_tracking"
@@ -105,37 +118,70 @@ def test_whole_dag_then_rerun_one_step_then_edit_code_then_report(project):
     for name in ("mpkpe_m", "root_relative_mpkpe_m", "joint_error_rad"):
         assert 0.0 < a[name] < 5.0 and abs(a[name] - b[name]) <= 0.01, (name, a[name], b[name])
     assert not (results / "play.mp4").exists()
-    # The play target is evaluate plus the video: only the video is left to make.
-    proc = snakemake(project, "play", overlays=(play_overlay,))
+    # The play target is evaluate plus the video: only the video is left to make, and its W&B record
+    # (the policy, the video and the evaluations into the training's W&B run).
+    proc = snakemake(project, "play", overlays=(wandb, play_overlay))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert ran(proc.stderr) == {"play_policy": 1, "play": 1}
+    assert ran(proc.stderr) == {"play_policy": 1, "wandb_play": 1, "play": 1}
     played = json.loads((results / "play.json").read_text())
     assert played["frames"] == 25 and played["ghost"] and (results / "play.png").stat().st_size > 0
 
-    assert planned(project) == {}
-    # -R extract_metrics: extraction and validation only; the soak is not rerun. (Planned here; the
-    # edit below reruns those two for real, and CI runs the README's `snakemake soak -R extract_metrics`.)
-    assert planned(project, "-R", "extract_metrics") == {"extract_metrics": 1, "validate_artifacts": 1, "soak": 1}
+    assert planned(project, overlays=(wandb,)) == {}
+    # -R extract_metrics: extraction and validation only (and the W&B summary of the validation); the
+    # soak is not rerun. (Planned here; the edit below reruns them for real, and CI runs the README's
+    # `snakemake soak -R extract_metrics`.)
+    after_metrics = {"extract_metrics": 1, "validate_artifacts": 1, "wandb_summary": 1, "soak": 1}
+    assert planned(project, "-R", "extract_metrics", overlays=(wandb,)) == after_metrics
 
     # Editing a module replans exactly the rules whose command imports it (and what follows them).
     touch_module(root, "metrics/plot.py")
     soak_mtime = (results / "soak.json").stat().st_mtime
-    proc = snakemake(project, "soak")
+    proc = snakemake(project, "soak", overlays=(wandb,))
     assert proc.returncode == 0, proc.stderr
-    assert ran(proc.stderr) == {"extract_metrics": 1, "validate_artifacts": 1, "soak": 1}
+    assert ran(proc.stderr) == after_metrics
     assert (results / "soak.json").stat().st_mtime == soak_mtime
     touch_module(root, "mps/record.py")
-    assert planned(project) == {k: v for k, v in AFTER_RESOLUTION.items() if k != "resolve_config"}
+    after_resolution = {**AFTER_RESOLUTION, "wandb_summary": 1}
+    assert planned(project, overlays=(wandb,)) == {k: v for k, v in after_resolution.items() if k != "resolve_config"}
     touch_module(root, "config/keys.py")
-    assert planned(project) == AFTER_RESOLUTION
+    assert planned(project, overlays=(wandb,)) == after_resolution
 
     # One report of both targets: the soak's files and the play target's.
     report = work / "report.html"
-    proc = snakemake(project, "soak", "play", "--report", str(report), overlays=(play_overlay,))
+    proc = snakemake(project, "soak", "play", "--report", str(report), overlays=(wandb, play_overlay))
     assert proc.returncode == 0, proc.stderr
     text = report.read_text()
-    for shown in ("metrics.png", "metrics.html", "validation.html", "play.png", "evaluation-mjwarp.html"):
+    for shown in ("metrics.png", "metrics.html", "validation.html", "play.png", "evaluation-mjwarp.html",
+                  "wandb.html"):
         assert shown in text, f"the report lacks {shown}"
+
+    # W&B (a standalone run's: tests/rl/test_wandb.py): the training's offline run has every Train/ and
+    # Loss/ series of the event file, G1's reward terms included; the soak target added the DAG's
+    # verdict to that run, and the report's page names its folders and the `wandb sync` line.
+    record = json.loads((results / "wandb.json").read_text())
+    assert record["state"] == "ok" and record["mode"] == "offline" and record["project"] == "soaklab-dag"
+    trained, summarised = (Path(f) if Path(f).is_absolute() else work / f for f in record["folders"])
+    assert trained.parent == summarised.parent == results / "train" / "wandb"
+    run, summary = read_offline_run(trained), read_offline_run(summarised)
+    assert run.run_id == summary.run_id == record["run_id"]
+    assert run.project == "soaklab-dag" and run.history["Perf/iteration_ms"]
+    assert assert_same_series(trained.parent.parent, run.history) > 50
+    assert run.config["config_hash"] == json.loads((results / "train/run_config.json").read_text())["config_hash"]
+    loggers = json.loads((results / "train/run_summary.json").read_text())["loggers"]
+    assert loggers["wandb"]["state"] == "ok" and Path(loggers["wandb"]["run_folder"]).name == trained.name
+    # The run is named after the workflow run; the DAG's verdict is its summary.
+    assert "wandb: cpu" in (work / "logs/cpu/wandb_summary.log").read_text()
+    assert summary.summary["soaklab/status"] == "passed"
+    assert summary.summary["soaklab/checks_passed"] == summary.summary["soaklab/checks_total"] > 0
+    assert summary.summary["train/status"] == "completed"
+    page = (results / "wandb.html").read_text()
+    assert str(trained.name) in page and "wandb sync" in page
+    assert re.search(r"wandb\.json", (work / "logs/cpu/wandb_summary.log").read_text())
+    # The play target's W&B record: the ONNX policy and the video as artifacts, the evaluations' figures.
+    played = json.loads((results / "wandb-play.json").read_text())
+    assert played["state"] == "ok" and played["run_id"] == record["run_id"], played
+    assert sorted(Path(a).name for a in played["artifacts"]) == ["play.mp4", "policy.onnx"]
+    assert {"mujoco", "mjwarp"} <= {key.split("/")[1] for key in played["summary"] if key.startswith("evaluation/")}
 
 
 def touch_module(root: Path, module: str) -> None:
@@ -218,7 +264,12 @@ def test_a_failed_soak_fails_the_dag_keeps_its_evidence_and_the_next_dag_run_res
     assert not (work / "results/cpu/train").exists()
     evidence = work / "logs/cpu/soak_evidence"
     soak = json.loads((evidence / "soak.json").read_text())
-    assert soak["failure_classification"] == "learner_failure"
+    # The trainer's classification is the soak's and its shutdown's (tests/soak/test_monitor.py's
+    # trainer-failure test, for this fault), and nothing the soak saw outlived it.
+    assert soak["failure_classification"] == soak["shutdown"]["classification"] == "learner_failure"
+    for sample in soak["samples"]:
+        for p in sample["processes"]:
+            assert not ProcessKey(p["pid"], p["create_time"]).alive(), f"{p['name']} ({p['pid']}) outlived the soak"
     assert "injected learner fault" in (evidence / "soak-console.log").read_text()
     assert json.loads((evidence / "run_summary.json").read_text())["status"] == "failed"
     assert "learner_failure" in (work / "logs/cpu/train_soak.log").read_text()

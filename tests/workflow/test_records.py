@@ -142,7 +142,7 @@ TINY_RECORD = {
             "overrides": {"algo.num_envs": 4, "algo.max_iterations": 12, "algo.batch_size": 32,
                           "algo.learning_starts": 4, "algo.replay_buffer_size": 1000, "algo.save_interval": 12},
             "soak": {"min_duration_seconds": 1, "sample_interval_seconds": 0.5, "startup_timeout_seconds": 120,
-                     "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 5}},
+                     "stale_progress_seconds": 60, "post_shutdown_grace_seconds": 1}},
     "compare": {"exact": True, "figures": [{"name": "env_steps_per_s", "rule": "ratio", "band": [0.01, 100.0]}]},
 }
 

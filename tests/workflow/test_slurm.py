@@ -36,15 +36,17 @@ GROUP_COMMENT = "rule_soak_node_mps_start_resolve_config_train_soak"
 # slurm_account in default-resources); the first status check after 2 s, not the default 40.
 SLURM_FLAGS = ("--profile", str(REPO / "profiles/slurm"), "--slurm-no-account",
                "--slurm-init-seconds-before-status-checks", "2")
-# One SAC run long enough to be requeued mid-run (about 80 iterations a second on an idle 2-core
-# machine, progress.json rewritten every 2 s: the requeue lands some 100-250 iterations past
-# REQUEUE_PAST, which leaves 7 s of margin idle and more under load, where iterations slow down).
+# One SAC cart-pole run long enough to be requeued mid-run (about 130 iterations a second on an idle
+# 2-core machine, progress.json rewritten every 2 s: the requeue lands some 300-450 iterations past
+# REQUEUE_PAST, which leaves 8 s of margin idle and more under load, where iterations slow down).
+# Cart-pole: Slurm's requeue and the resume are the point; G1's resume is tests/rl/test_resume.py's.
 # Its periodic checkpoints come late: the one the requeue resumes from is the one the trainer writes
 # at the signal.
-LONG_ITERATIONS = 800
-LONG = {"sweeps": {"preempted": {"base": "cpu", "matrix": {"algo": ["sac"]},
+LONG_ITERATIONS = 1500
+RUN = "preempted-sac-cartpole_swingup-long"
+LONG = {"sweeps": {"preempted": {"base": "cpu", "matrix": {"algo": ["sac"], "task": ["cartpole_swingup"]},
                                  "override_sets": {"long": {"algo.max_iterations": LONG_ITERATIONS,
-                                                            "algo.save_interval": 600}}}}}
+                                                            "algo.save_interval": 1200}}}}}
 REQUEUE_PAST = 25
 
 
@@ -118,7 +120,7 @@ def test_a_sweep_goes_through_sbatch_and_its_requeued_soak_job_ends_as_the_unbro
     log = tmp_path / "snakemake.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-    run_dir = work / "results/preempted-sac-long/train"
+    run_dir = work / "results" / RUN / "train"
     unbroken = tmp_path / "unbroken"
     ref = None
     try:
@@ -162,7 +164,7 @@ def test_a_sweep_goes_through_sbatch_and_its_requeued_soak_job_ends_as_the_unbro
         assert record["name"] == run_id and record["state"] == "COMPLETED", (job_id, record)
     # The executor writes the rule (and a plain job's wildcards) into each job's comment.
     comments = sorted(r["comment"] for r in accounted.values())
-    assert comments == sorted([f"rule_{rule}_wildcards_preempted-sac-long"
+    assert comments == sorted([f"rule_{rule}_wildcards_{RUN}"
                                for rule in ("extract_metrics", "validate_artifacts")] + [GROUP_COMMENT]), comments
     # The assets pull and the table stay on this host (localrules).
     assert "localrule prefetch_assets" in out and "localrule sweep_summary" in out

@@ -47,6 +47,29 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
 
 
+@cache
+def _source_imports(source: str, filename: str, module: str, is_package: bool) -> frozenset[str]:
+    """_imports of one file's source, parsed once per process: every command's closure walks many
+    of the same modules, and parsing them again for each was most of a Snakemake start (3 of its 4
+    s). Keyed by the source itself, so an edited file is read afresh."""
+    return frozenset(_imports(ast.parse(source, filename=filename), module, is_package))
+
+
+@cache
+def _cli_source_imports(source: str, filename: str, module: str,
+                        is_package: bool) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """A CLI module's imports outside its `cmd_*` handlers, and each handler's own (handler_imports),
+    parsed once per process and source."""
+    common: set[str] = set()
+    handlers: dict[str, frozenset[str]] = {}
+    for node in ast.parse(source, filename=filename).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
+            handlers[node.name] = frozenset(_imports(node, module, is_package))
+        else:
+            common |= _imports(node, module, is_package)
+    return frozenset(common), handlers
+
+
 def _parents(module: str) -> list[str]:
     """Importing a.b.c runs a/__init__ and a/b/__init__ first."""
     parts = module.split(".")
@@ -65,8 +88,7 @@ def _closure(start: tuple[str, ...], root: Path) -> frozenset[str]:
         if path is None:  # a name imported from a module, not a module
             continue
         seen.add(module)
-        tree = ast.parse(path.read_text(), filename=str(path))
-        todo.extend(_imports(tree, module, path.name == "__init__.py"))
+        todo.extend(_source_imports(path.read_text(), str(path), module, path.name == "__init__.py"))
         todo.extend(_parents(module))
     return frozenset(seen)
 
@@ -89,13 +111,11 @@ def handler_imports(command: str, root: Path = ROOT) -> set[str]:
     found: set[str] = set()
     handler = False
     for module, path in cli_modules(root).items():
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
-                if node.name == name:
-                    found |= _imports(node, module, path.name == "__init__.py")
-                    handler = True
-                continue
-            found |= _imports(node, module, path.name == "__init__.py")
+        common, handlers = _cli_source_imports(path.read_text(), str(path), module, path.name == "__init__.py")
+        found |= common
+        if name in handlers:
+            found |= handlers[name]
+            handler = True
     if not handler:
         raise KeyError(f"{root / 'cli'}: no handler {name} for `soaklab {command}`")
     return found
