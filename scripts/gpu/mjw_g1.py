@@ -135,7 +135,7 @@ def fresh_work(work: Path) -> None:
 # every attribute whose name starts with "file"; and the compiler's folders.
 FILE_PREFIX = "file"
 DIR_ATTRIBUTES = ("meshdir", "texturedir", "assetdir")
-FILE_VALUE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+FILE_VALUE = re.compile(r"(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]*")  # whole value (match's $ let "x\n" by)
 
 
 def check_references(xml: Path) -> None:
@@ -149,7 +149,7 @@ def check_references(xml: Path) -> None:
         raise InvalidInput(f"{xml}: not an MJCF file ({exc}); {RESTAGE}") from None
     for element in root.iter():
         for attribute, value in element.attrib.items():
-            if (attribute.startswith(FILE_PREFIX) or attribute in DIR_ATTRIBUTES) and not FILE_VALUE.match(value):
+            if (attribute.startswith(FILE_PREFIX) or attribute in DIR_ATTRIBUTES) and not FILE_VALUE.fullmatch(value):
                 raise InvalidInput(f"{xml}: <{element.tag} {attribute}={value!r}> names a path outside the benchmark's "
                                    f"folder (plain relative names only); {RESTAGE}")
 
