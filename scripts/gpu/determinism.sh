@@ -33,6 +33,12 @@
 # beside it is refused (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/).
 set -uo pipefail
 stage=${1:-bits}
+# the stage named first, before its folder is emptied: work=/root/determinism/$stage, so a stage of
+# '..' would remove /root (the checkout with it)
+case $stage in
+warm|bits|fresh|soak|cost|learning|record) ;;
+*) echo "determinism.sh: unknown stage '$stage' (warm, bits, fresh, soak, cost, learning, record)" >&2; exit 2 ;;
+esac
 out=${OUT:-/tmp/soaklab-out}
 here=$(pwd)
 work=/root/determinism/$stage
@@ -220,8 +226,6 @@ record)
   cp -a records/gpu-deterministic "$pack/record" 2>/dev/null
   cp -a results/reproduce/gpu-deterministic "$pack/comparison" 2>/dev/null
   ;;
-*)
-  echo "determinism.sh: unknown stage '$stage' (warm, bits, fresh, soak, cost, learning, record)" >&2; exit 2 ;;
 esac
 
 # The MPS daemon stays: a stage run beside another (or the DAG's -R rerun) still needs it, and the
