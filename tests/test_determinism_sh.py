@@ -26,3 +26,16 @@ def test_an_unknown_stage_is_refused_before_its_folder_is_emptied(tmp_path):
     # work=/root/determinism/STAGE was removed before the name was checked: '..' removed /root
     assert refused(tmp_path, "no-such-stage") == ("determinism.sh: unknown stage 'no-such-stage' (warm, bits, "
                                                   "fresh, soak, cost, learning, record)")
+
+
+def test_the_fresh_stage_refuses_its_runs_and_against_before_anything(tmp_path):
+    # each was read only after the stage's folder was emptied and MPS started (FRESH_RUNS not at all:
+    # its words became run dirs under the folder, '*' the names of the files where it ran)
+    for runs in ("G", "F G H", "*", "../F"):
+        assert refused(tmp_path, "fresh", FRESH_RUNS=runs) == (f"FRESH_RUNS='{runs}': expected F or 'F G' "
+                                                               "(the runs' names are their folders)")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-against"
+    (elsewhere / "F").mkdir(parents=True)
+    for against in ("no/such/F", str(elsewhere / "F")):  # relative to the checkout, or absolute
+        assert refused(tmp_path, "fresh", AGAINST=against) == (f"AGAINST={against}: no trace/ there (an earlier "
+                                                               "visit's packed F)")
