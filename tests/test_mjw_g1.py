@@ -129,7 +129,10 @@ def test_a_staged_scene_that_names_a_file_outside_the_folder_is_refused_before_m
                      '<asset><mesh file="pelvis.STL"/></asset></mujoco>')
     mjw_g1.check_references(plain)
     for i, bad in enumerate(('<include file="../secret.xml"/>', f'<include file="{tmp_path}/secret.xml"/>',
-                             '<compiler meshdir="/etc"/>', '<asset><mesh file="a/../../x.STL"/></asset>')):
+                             '<compiler meshdir="/etc"/>', '<asset><mesh file="a/../../x.STL"/></asset>',
+                             # a cube texture's sides are files too (fileright, fileleft, fileup, ...)
+                             '<asset><texture type="skybox" fileright="a.png" fileleft="/etc/passwd"/></asset>',
+                             '<asset><mesh file="pelvis.STL&#10;"/></asset>')):  # the whole value: no newline
         scene = tmp_path / f"bad{i}.xml"
         scene.write_text(f"<mujoco>{bad}</mujoco>")
         with pytest.raises(InvalidInput, match=r"names a path outside the benchmark's folder"):

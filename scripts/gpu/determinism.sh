@@ -33,8 +33,29 @@
 # beside it is refused (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/).
 set -uo pipefail
 stage=${1:-bits}
+# the stage named first, before its folder is emptied: work=/root/determinism/$stage, so a stage of
+# '..' would remove /root (the checkout with it)
+case $stage in
+warm|bits|fresh|soak|cost|learning|record) ;;
+*) echo "determinism.sh: unknown stage '$stage' (warm, bits, fresh, soak, cost, learning, record)" >&2; exit 2 ;;
+esac
 out=${OUT:-/tmp/soaklab-out}
 here=$(pwd)
+if [ "$stage" = fresh ]; then  # its settings, before anything is removed or started
+  runs=${FRESH_RUNS:-F G}
+  case $runs in
+  F|"F G") ;;
+  *) echo "FRESH_RUNS='$runs': expected F or 'F G' (the runs' names are their folders)" >&2; exit 2 ;;
+  esac
+  against=
+  if [ -n "${AGAINST:-}" ]; then
+    case $AGAINST in /*) against=$AGAINST ;; *) against=$here/$AGAINST ;; esac
+    [ -d "$against/trace" ] || { echo "AGAINST=$AGAINST: no trace/ there (an earlier visit's packed F)" >&2; exit 2; }
+    case $(realpath "$against")/ in /root/determinism/fresh/*)  # emptied below, before F runs
+      echo "AGAINST=$AGAINST: inside /root/determinism/fresh, which this stage empties; copy it out first" >&2; exit 2 ;;
+    esac
+  fi
+fi
 work=/root/determinism/$stage
 pack=$work/pack
 log() { echo "== $(date -u +%T) $*"; }
@@ -116,8 +137,6 @@ fresh)
   # one visit, which share torch.compile's cache, agree. Here each traced run compiles alone, into a
   # cache of its own, one after the other (F, G): if they part, the trace names the first tensor and
   # stage. A later visit runs F again against this one's (AGAINST): machine against machine.
-  runs=${FRESH_RUNS:-F G}
-  if [ -n "${AGAINST:-}" ] && [ ! -d "$here/$AGAINST/trace" ]; then echo "AGAINST=$AGAINST: no trace/ there" >&2; exit 2; fi
   log "$runs (deterministic, each compiling into an empty torch.compile cache), traced, 40 iterations"
   export SOAKLAB_TRACE=1 SOAKLAB_TRACE_DUMP=16  # the first update round's tensors, whole
   for name in $runs; do  # (triton's kernels go under inductor's folder unless TRITON_CACHE_DIR names another)
@@ -126,7 +145,7 @@ fresh)
   done
   unset SOAKLAB_TRACE SOAKLAB_TRACE_DUMP
   [ "$runs" = "F G" ] && diff_runs "$work/F" "$work/G"
-  [ -n "${AGAINST:-}" ] && diff_runs "$here/$AGAINST" "$work/F"
+  [ -n "$against" ] && diff_runs "$against" "$work/F"
   keep $(for name in $runs; do echo "$work/$name"; done)
   ;;
 soak)
@@ -220,8 +239,6 @@ record)
   cp -a records/gpu-deterministic "$pack/record" 2>/dev/null
   cp -a results/reproduce/gpu-deterministic "$pack/comparison" 2>/dev/null
   ;;
-*)
-  echo "determinism.sh: unknown stage '$stage' (warm, bits, fresh, soak, cost, learning, record)" >&2; exit 2 ;;
 esac
 
 # The MPS daemon stays: a stage run beside another (or the DAG's -R rerun) still needs it, and the

@@ -131,8 +131,11 @@ def fresh_work(work: Path) -> None:
 
 
 # MJCF attributes that name a file or folder MuJoCo reads: each must stay inside the work folder.
-FILE_ATTRIBUTES = ("file", "meshdir", "texturedir", "assetdir")
-FILE_VALUE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+# `file` and its cube-texture sides (fileright, fileleft, fileup, filedown, filefront, fileback):
+# every attribute whose name starts with "file"; and the compiler's folders.
+FILE_PREFIX = "file"
+DIR_ATTRIBUTES = ("meshdir", "texturedir", "assetdir")
+FILE_VALUE = re.compile(r"(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]*")  # whole value (match's $ let "x\n" by)
 
 
 def check_references(xml: Path) -> None:
@@ -145,9 +148,8 @@ def check_references(xml: Path) -> None:
     except (OSError, UnicodeDecodeError, ET.ParseError) as exc:
         raise InvalidInput(f"{xml}: not an MJCF file ({exc}); {RESTAGE}") from None
     for element in root.iter():
-        for attribute in FILE_ATTRIBUTES:
-            value = element.get(attribute)
-            if value is not None and not FILE_VALUE.match(value):
+        for attribute, value in element.attrib.items():
+            if (attribute.startswith(FILE_PREFIX) or attribute in DIR_ATTRIBUTES) and not FILE_VALUE.fullmatch(value):
                 raise InvalidInput(f"{xml}: <{element.tag} {attribute}={value!r}> names a path outside the benchmark's "
                                    f"folder (plain relative names only); {RESTAGE}")
 

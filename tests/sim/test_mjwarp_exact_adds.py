@@ -28,10 +28,15 @@ SHARED = '<position joint="a" kp="50" kv="2"/><position joint="a" kp="10" kv="1"
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """mujoco_warp's factories and the module's proofs as they were, put back after the test."""
-    for module, attr in ((forward, "_qfrc_actuator"), (derivative, "_qderiv_actuator_passive_actuation_sparse"),
-                         (passive, "_gravity_force")):
-        monkeypatch.setattr(module, attr, getattr(module, attr))
+    """mujoco_warp's own factories in place and no proofs, all put back after the test. A deterministic
+    backend built by an earlier test of the process (test_mjwarp_sorts', test_env's) leaves the module's
+    factories in front of mujoco_warp's: those are taken off, else the emptied originals are lost."""
+    for module, attr, name, factory in ((forward, "_qfrc_actuator", "qfrc_actuator", exact._qfrc_actuator),
+                                        (derivative, "_qderiv_actuator_passive_actuation_sparse",
+                                         "qderiv_actuation", exact._qderiv_actuation),
+                                        (passive, "_gravity_force", "gravity_force", exact._gravity_force)):
+        current = getattr(module, attr)
+        monkeypatch.setattr(module, attr, exact._originals[name] if current is factory else current)
     monkeypatch.setattr(exact, "_proved", {name: set() for name in exact._proved})
     monkeypatch.setattr(exact, "_refused", {name: set() for name in exact._refused})
     monkeypatch.setattr(exact, "_originals", {})
