@@ -147,6 +147,9 @@ fresh)
   [ "$runs" = "F G" ] && diff_runs "$work/F" "$work/G"
   [ -n "$against" ] && diff_runs "$against" "$work/F"
   keep $(for name in $runs; do echo "$work/$name"; done)
+  # step 16's tensors stay on the machine (/root/determinism/fresh/NAME/trace/, 80 MB with the weights,
+  # past what one file brings home): the collecting call splits what it needs
+  find "$pack" -name '*-16-*.pt' -delete
   ;;
 soak)
   log "snakemake soak (gpu-det)"

@@ -30,8 +30,10 @@ def main() -> int:
     parser.add_argument("--njmax", type=int, default=DEFAULT_NJMAX, help="constraint rows per world")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--deterministic", action="store_true",
-                        help="opt.deterministic = ALL, as training.deterministic builds it (docs/determinism.md): "
-                             "compiles that mode's kernels and times its ceiling")
+                        help="the step training.deterministic takes, built by the backend's own functions "
+                             "(soaklab.sim.mjwarp: the dense layout, soaklab's sorts, the one-block contact "
+                             "Jacobian, the exact adds; docs/determinism.md): compiles that mode's kernels and "
+                             "times its ceiling")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--clip", default="largebox",
                         help="the clip the assets are pulled with (synthetic: no clip wheel on the machine)")
@@ -65,9 +67,18 @@ def main() -> int:
                                  "mujoco": mujoco.__version__},
                     "device": wp.get_device().name, "decimation": cfg.decimation, "nconmax": args.nconmax,
                     "njmax": args.njmax, "deterministic": args.deterministic, "runs": []}
+    if args.deterministic:  # as the backend builds it (until 2026-12-07 only opt.deterministic was set)
+        from soaklab.sim.mjwarp import deterministic_host_model, make_deterministic
+
+        model, _ = deterministic_host_model(model)
+        data = mujoco.MjData(model)
+        mujoco.mj_resetDataKeyframe(model, data, 0)
+        mujoco.mj_forward(model, data)
     wmodel = mjw.put_model(model)
     if args.deterministic:
-        wmodel.opt.deterministic = int(mjw.DeterminismType.ALL)
+        build = make_deterministic(mjw, wmodel, model)
+        result.update(jacobian="sparse" if wmodel.is_sparse else "dense", contact_jac_tile=build.contact_jac_tile,
+                      exact_adds=list(build.exact_adds))
     for n in [int(w) for w in args.worlds.split(",")]:
         wdata = mjw.put_data(model, data, nworld=n, nconmax=args.nconmax, njmax=args.njmax)
         start = time.perf_counter()

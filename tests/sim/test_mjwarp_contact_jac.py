@@ -43,7 +43,7 @@ def test_the_mode_gives_a_wide_dense_model_one_block_and_the_physics_stays(facto
     model = mujoco.MjModel.from_xml_string(XML)
     monkeypatch.setenv("SOAKLAB_DETERMINISTIC", "1")
     one = MjwarpBackend(model, num_envs=2, decimation=2, device="cpu", use_graph=False)
-    assert one.m.nv_pad == 48 and one.contact_jac_tile == 64 and one.m.block_dim.contact_jac_tiled == 64
+    assert one.m.nv_pad == 48 and one.det_build.contact_jac_tile == 64 and one.m.block_dim.contact_jac_tiled == 64
     assert one.diagnostics()["diagnostics"]["contact_jac_tile"] == 64
     assert constraint._efc_contact_jac_dense is mjwarp_contact_jac._factory
     assert mjwarp_contact_jac.one_block(one.m) == 64  # idempotent
@@ -71,10 +71,10 @@ def test_the_default_mode_and_a_narrow_model_keep_mujoco_warps_blocks(factory, m
     model = mujoco.MjModel.from_xml_string(XML)
     monkeypatch.delenv("SOAKLAB_DETERMINISTIC", raising=False)
     default = MjwarpBackend(model, num_envs=1, decimation=1, device="cpu", use_graph=False)
-    assert default.contact_jac_tile is None and default.m.block_dim.contact_jac_tiled == 32
+    assert default.det_build.contact_jac_tile is None and default.m.block_dim.contact_jac_tiled == 32
     assert constraint._efc_contact_jac_dense is factory
     narrow = mujoco.MjModel.from_xml_string(XML.replace(BODIES, BODIES[:BODIES.index("</body>") + 7]))
     monkeypatch.setenv("SOAKLAB_DETERMINISTIC", "1")
     small = MjwarpBackend(narrow, num_envs=1, decimation=1, device="cpu", use_graph=False)
-    assert small.m.nv_pad <= 32 and small.contact_jac_tile is None  # one block of the default tile already
+    assert small.m.nv_pad <= 32 and small.det_build.contact_jac_tile is None  # one block of the default tile already
     assert small.m.block_dim.contact_jac_tiled == 32

@@ -61,7 +61,7 @@ def built(monkeypatch) -> list[tuple]:
 def test_a_model_of_one_actuator_per_hinge_and_no_gravcomp_proves_all_three(fresh, monkeypatch):
     m = model()
     backend = MjwarpBackend(m, num_envs=2, decimation=2, device="cpu", use_graph=False)
-    assert backend.exact_adds == ("qfrc_actuator", "qderiv_actuation", "gravity_force")
+    assert backend.det_build.exact_adds == ("qfrc_actuator", "qderiv_actuation", "gravity_force")
     assert backend.diagnostics()["diagnostics"]["exact_adds"] == ["qfrc_actuator", "qderiv_actuation", "gravity_force"]
     assert forward._qfrc_actuator is exact._qfrc_actuator
     assert backend.m.nv == m.nv and backend.m.nM == m.nM  # the keys mujoco_warp's call sites pass
@@ -104,4 +104,4 @@ def test_the_default_mode_installs_nothing(fresh, monkeypatch):
     monkeypatch.delenv("SOAKLAB_DETERMINISTIC")
     factory = forward._qfrc_actuator
     backend = MjwarpBackend(model(), num_envs=1, decimation=1, device="cpu", use_graph=False)
-    assert backend.exact_adds == () and forward._qfrc_actuator is factory
+    assert backend.det_build.exact_adds == () and forward._qfrc_actuator is factory

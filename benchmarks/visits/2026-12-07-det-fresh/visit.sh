@@ -8,9 +8,10 @@
 # first visit:  record fresh soak   (gpu-deterministic remade from a clean commit with the one-block
 #                                    contact Jacobian; two traced runs, each compiling afresh; the
 #                                    soak and its -R train_soak rerun)
-# later visit:  reproduce against adds cost   (the record reproduced on a fresh machine; a traced run
-#                                    compared with the first visit's F, tensor by tensor; the step with
-#                                    and without soaklab.sim.mjwarp_exact_adds; the cost table)
+# later visit:  adds reproduce against cost learning
+#               (the step with and without soaklab.sim.mjwarp_exact_adds, bits first; the record
+#               reproduced on a fresh machine; a traced run compared with the first visit's F, tensor by
+#               tensor; the cost table; learning against gpu-learning's bands)
 #
 # reproduce  REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh (`snakemake reproduce`, `record keep`);
 # against    determinism.sh fresh with FRESH_RUNS=F and AGAINST=<this folder>/fresh/F (committed from

@@ -29,6 +29,7 @@ import copy
 import importlib.util
 import os
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,41 @@ def dense_copy(model: mujoco.MjModel) -> mujoco.MjModel:
     return dense
 
 
+def deterministic_host_model(model: mujoco.MjModel) -> tuple[mujoco.MjModel, str | None]:
+    """The MuJoCo model training.deterministic steps (before put_model), and why it is not `model`:
+    the dense copy of a model that leaves its layout to MuJoCo where mujoco_warp would pick sparse."""
+    from soaklab.sim import mjwarp_sorts
+
+    mjwarp_sorts.check_version()  # before mjw_sparse reads the pinned release's private rule
+    if model.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO and mjw_sparse(model):
+        return dense_copy(model), DENSE_REASON
+    return model, None
+
+
+@dataclass(frozen=True)
+class DeterministicBuild:
+    """What make_deterministic gave a device model beyond opt.deterministic (the backend's diagnostics)."""
+
+    contact_jac_tile: int | None  # soaklab.sim.mjwarp_contact_jac's one block, or mujoco_warp's own blocks
+    exact_adds: tuple[str, ...]  # launches built without ordered records (soaklab.sim.mjwarp_exact_adds)
+
+
+def make_deterministic(mjw: Any, m: Any, model: mujoco.MjModel) -> DeterministicBuild:
+    """training.deterministic on mujoco_warp's `m` (put from `model`, before put_data: the solver's
+    scratch is sized by it): contacts sorted, constraint rows in canonical order, float atomics reduced
+    in a fixed order (warp's RUN_TO_RUN on those kernels alone: warp's global mode would recompile every
+    kernel of mujoco_warp, which it does not support). The backend and scripts/gpu/warmup.py build it
+    here alone, so a ceiling is timed on the step a run takes."""
+    from soaklab.sim import mjwarp_contact_jac, mjwarp_exact_adds, mjwarp_sorts
+
+    m.opt.deterministic = int(mjw.DeterminismType.ALL)
+    # mujoco_warp 4.0.0 leaves its CONTACTS and CONSTRAINT sorts as empty hooks: soaklab's fill them
+    mjwarp_sorts.install(mjw, m)
+    # the contact Jacobian's J.qvel in one dof block: one add per row, no ordered records; and the
+    # launches whose adds this model makes exact in any order: no ordered records either
+    return DeterministicBuild(mjwarp_contact_jac.one_block(m), mjwarp_exact_adds.install(model))
+
+
 def raised_where(exc: BaseException) -> str:
     """Where an exception was raised, and the last call outside warp that led there: a capture that
     fails in warp's own code is fixed at the caller (mujoco_warp's or soaklab's)."""
@@ -138,14 +174,9 @@ class MjwarpBackend:
         self._wp, self._mjw = wp, mjw
         wp.init()
         self.jacobian_reason: str | None = None
-        self.contact_jac_tile: int | None = None  # mujoco_warp's own blocks (soaklab.sim.mjwarp_contact_jac)
-        self.exact_adds: tuple[str, ...] = ()  # launches built without ordered records (soaklab.sim.mjwarp_exact_adds)
+        self.det_build = DeterministicBuild(None, ())  # the default mode: mujoco_warp's own kernels
         if determinism.enabled():
-            from soaklab.sim import mjwarp_sorts
-
-            mjwarp_sorts.check_version()  # before mjw_sparse reads the pinned release's private rule
-            if model.opt.jacobian == mujoco.mjtJacobian.mjJAC_AUTO and mjw_sparse(model):
-                model, self.jacobian_reason = dense_copy(model), DENSE_REASON
+            model, self.jacobian_reason = deterministic_host_model(model)
         self.model = model
         self.num_envs, self.decimation = num_envs, decimation
         self.nconmax, self.njmax = nconmax, njmax
@@ -158,21 +189,8 @@ class MjwarpBackend:
         self._pack, self._apply_reset = _kernels(wp)
         with wp.ScopedDevice(self.wp_device):
             self.m = mjw.put_model(model)
-            # training.deterministic (docs/determinism.md): contacts sorted, constraint rows in canonical
-            # order, float atomics reduced in a fixed order (warp's RUN_TO_RUN on those kernels alone:
-            # warp's global mode would recompile every kernel of mujoco_warp, which it does not support).
-            # Before put_data: the solver's scratch is sized by it.
-            if determinism.enabled():
-                self.m.opt.deterministic = int(mjw.DeterminismType.ALL)
-                # mujoco_warp 4.0.0 leaves its CONTACTS and CONSTRAINT sorts as empty hooks: soaklab's
-                # fill them (only in this mode; soaklab.sim.mjwarp_sorts).
-                from soaklab.sim import mjwarp_contact_jac, mjwarp_exact_adds, mjwarp_sorts
-
-                mjwarp_sorts.install(mjw, self.m)
-                # the contact Jacobian's J.qvel in one dof block: one add per row, no ordered records
-                self.contact_jac_tile = mjwarp_contact_jac.one_block(self.m)
-                # launches whose adds this model makes exact in any order: no ordered records either
-                self.exact_adds = mjwarp_exact_adds.install(model)
+            if determinism.enabled():  # training.deterministic (docs/determinism.md)
+                self.det_build = make_deterministic(mjw, self.m, model)
             self.d = mjw.put_data(model, data, nworld=n, nconmax=nconmax, njmax=njmax)
             self._mask = wp.zeros(n, dtype=bool)
             self._reset_qpos = wp.zeros((n, nq), dtype=float)
@@ -391,7 +409,7 @@ class MjwarpBackend:
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
             device=str(self.torch_device), deterministic=int(self.m.opt.deterministic),
             jacobian="sparse" if self.m.is_sparse else "dense", jacobian_reason=self.jacobian_reason,
-            contact_jac_tile=self.contact_jac_tile, exact_adds=list(self.exact_adds),
+            contact_jac_tile=self.det_build.contact_jac_tile, exact_adds=list(self.det_build.exact_adds),
         )
 
     def close(self) -> None:
