@@ -20,7 +20,14 @@ factory in front of each of mujoco_warp's: a deterministic launch whose key (the
 nv, nM, or none) every model of the process has proved is built as in the default mode, without
 records; any other launch as before. A key stays refused once a model that does not prove it was
 built in the process, so a launch never loses its records on another model's proof (a graph captured
-earlier keeps the kernels it was captured with, each exact for its own model).
+earlier keeps the kernels it was captured with, each exact for its own model). The proof is read from
+the MuJoCo model at build time: code that later writes the device model's actuator transmissions or
+`body_gravcomp` (per-world randomization, say; nothing in soaklab does) must build a model that
+proves its own values, or leave the mode off.
+
+A proved launch differs from its records version only below 2^-121: warp's binned accumulator rounds a
+lone add that small, the plain add keeps it (benchmarks/visits/2026-12-07-det-fresh/: `adds` compares
+the captured step's bits with and without).
 """
 
 from __future__ import annotations
