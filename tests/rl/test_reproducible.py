@@ -4,7 +4,6 @@ steps vector `it`), however often the learner reads its device-side logs back.""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -27,32 +26,38 @@ def flat_tensors(tree, prefix=""):
 TRACED = {"SOAKLAB_TRACE": "1", "SOAKLAB_TRACE_DUMP": "4"}  # step 4: FAST's first update round
 
 
-@pytest.mark.parametrize(("algo", "modes"), [("sac", (True, False)), ("flashsac", (False, False))])
-def test_same_seeds_same_scalars_and_weights(start_train, cli, algo, modes):
-    """Two FlashSAC default runs are equal; so are a SAC run in the deterministic mode and a default
-    one, traced (docs/determinism.md): on the CPU the mode changes nothing a run computes."""
-    overrides = ("algo.max_iterations=40", "env.seed=3", "algo.seed=4", "env.num_threads=2")
-    env = TRACED if algo == "sac" else None
-    first, second = (start_train(*overrides, f"training.deterministic={str(on).lower()}", algo=algo,
-                                 name=f"{algo}-{side}", env_vars=env) for side, on in zip("ab", modes, strict=True))
-    assert first.wait() == 0 and second.wait() == 0
-    a, b = scalar_series(first.run_dir), scalar_series(second.run_dir)
-    assert any(tag.startswith("Loss/") for tag in a) and "Train/step_reward" in a
-    assert a == b
+def assert_same_final_weights(first, second) -> None:  # noqa: ANN001 - TrainRuns
     wa = dict(flat_tensors(torch.load(first.run_dir / "checkpoints/model_final.pt", weights_only=True)["agent"]))
     wb = dict(flat_tensors(torch.load(second.run_dir / "checkpoints/model_final.pt", weights_only=True)["agent"]))
     assert wa.keys() == wb.keys() and wa
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_same_seeds_same_scalars_and_weights(start_train, cli):
+    """A SAC run in the deterministic mode and a default one, traced, are equal (docs/determinism.md):
+    on the CPU the mode changes nothing a run computes. (Two FlashSAC runs with the same seeds:
+    test_the_log_interval_changes_no_result's pair, a default run and one that differs only in when
+    it reads its logs back.)"""
+    overrides = ("algo.max_iterations=40", "env.seed=3", "algo.seed=4", "env.num_threads=2")
+    first, second = (start_train(*overrides, f"training.deterministic={str(on).lower()}", algo="sac",
+                                 name=f"sac-{side}", env_vars=TRACED)
+                     for side, on in zip("ab", (True, False), strict=True))
+    assert first.wait() == 0 and second.wait() == 0
+    a, b = scalar_series(first.run_dir), scalar_series(second.run_dir)
+    assert any(tag.startswith("Loss/") for tag in a) and "Train/step_reward" in a
+    assert a == b
+    assert_same_final_weights(first, second)
     result = cli("diff-runs", first.run_dir, second.run_dir)
     assert result.code == 0, result.out + result.err
-    if env is not None:
-        assert "traces equal: 40 steps" in result.out
-        assert "series and final weights equal" in result.out
+    assert "traces equal: 40 steps" in result.out
+    assert "series and final weights equal" in result.out
 
 
 def test_the_log_interval_changes_no_result(start_train):
     """Losses and episode statistics are buffered on the learner's device and read back every
-    `collector_metrics_interval` iterations: the values and their steps do not depend on it."""
+    `collector_metrics_interval` iterations: the values and their steps do not depend on it. The
+    FlashSAC pair of the same seeds, a default run (interval 1) beside another, equal to the final
+    weights (FlashSAC's same-seeds test)."""
     base = ("algo.max_iterations=30", "env.seed=3", "algo.seed=4", "env.num_threads=2")
     every = start_train(*base, "training.collector_metrics_interval=1", algo="flashsac", name="every")
     batched = start_train(*base, "training.collector_metrics_interval=7", algo="flashsac", name="batched")
@@ -63,6 +68,7 @@ def test_the_log_interval_changes_no_result(start_train):
     assert "Loss/critic" in a and "Train/step_reward" in a
     assert [step for step, _ in a["Train/step_reward"]] == list(range(30))
     assert a == b
+    assert_same_final_weights(every, batched)
     for run in (every, batched):
         assert run.manifest["learner_diagnostics"]["schedule"]["update_lag_vectors"] == 1
 
