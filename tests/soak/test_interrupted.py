@@ -192,12 +192,14 @@ def test_an_adopted_run_the_trainer_refuses_is_moved_where_no_soak_adopts_it(tmp
     assert keep_interrupted(run, REFUSED, A) is None and run.is_dir()
 
 
-def test_an_unresumable_kept_run_is_set_aside_and_the_next_soak_starts_afresh(start_soak, tmp_path):
+def test_an_unresumable_kept_run_is_set_aside_where_no_soak_adopts_it(start_soak, tmp_path):
     """The real monitor over the real trainer: a soak killed at 15 keeps its run; its only learner file
     is replaced by one whose unpickling would create a file (a run dir from elsewhere is data); the same
     soak again adopts it, the trainer, loading checkpoints as data, refuses it (exit 2) and the run is
-    set aside under a name no soak adopts; the soak after that starts afresh and passes, the set-aside
-    run still there. The payload never runs."""
+    set aside under a name no soak adopts. The payload never runs. (That the next soak then starts
+    afresh is adopt_interrupted's answer for the set-aside name, which the monitor asks before each
+    soak: test_an_adopted_run_the_trainer_refuses_is_moved_where_no_soak_adopts_it; a third soak
+    here, 20 s of CI, ran the fresh start every other soak test runs.)"""
     first = start_soak(iterations=20, fault="kill_learner@15")
     assert first.wait() == 1, first.out()
     runs = kept_runs(first.log_dir)
@@ -212,8 +214,5 @@ def test_an_unresumable_kept_run_is_set_aside_and_the_next_soak_starts_afresh(st
     aside = first.log_dir.with_name(f"run.unresumable-{config_tag(refused.soak['context']['config_hash'])}")
     assert f"soak: the trainer refused to resume the interrupted run; moved it to {aside}," in out
     assert kept_runs(first.log_dir) == [] and learner_path(aside, 10).is_file()
-    again = start_soak(iterations=20)
-    assert again.wait() == 0, again.out()
-    assert again.soak["command"]["trainer"][3:5] == ["train", "--run-config"]
-    assert again.soak["run_summary"]["completed_iterations"] == 20 and learner_path(aside, 10).is_file()
+    assert adopt_interrupted(first.log_dir, refused.soak["context"]["config_hash"]) == Adoption(None, ())
     assert not marker.exists()
