@@ -247,12 +247,16 @@ def test_a_segments_file_that_cannot_be_trusted_is_refused_never_replaced(pair, 
 
 
 def test_flashsac_on_g1_resumes_bit_for_bit(g1_assets, tmp_path):
-    """The project's own task and agent: physics, adaptive sampler, held noise, return scale."""
+    """The project's own task and agent: physics, adaptive sampler, held noise, return scale. Shorter
+    than the cart-pole pair (40 iterations, a checkpoint every 10, the kill at 33): the resume's
+    bookkeeping is that pair's to test, each G1 iteration here costs CI a G1 step and its update."""
     args = dict(algo="flashsac", task="g1_motion_tracking", manifest=g1_assets.manifest_path)
-    done = train(tmp_path / "unbroken", **args)
+    short = ("algo.max_iterations=40", "algo.save_interval=10")
+    done = train(tmp_path / "unbroken", *short, **args)
     assert done.returncode == 0, done.stdout + done.stderr
-    killed = train(tmp_path / "killed", fault=f"kill_learner@{KILL_AT}", **args)
+    killed = train(tmp_path / "killed", *short, fault="kill_learner@33", **args)
     assert killed.returncode == -signal.SIGKILL
+    assert checkpoint_iterations(tmp_path / "killed") == [20, 30]
     resumed = train(tmp_path / "killed", resume=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert_same_run(tmp_path / "killed", tmp_path / "unbroken")
