@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from soaklab.rl.shm import SHM_DIR, SharedArrays, orphaned_segments, pid_namespace, unjudged_segments
+from soaklab.soak.sampler import shm_names
 from tests.rl.conftest import own_segments, process_gone
 
 if not SHM_DIR.is_dir():
@@ -100,7 +101,7 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
     nothing unlinks the learner's segments. The next run's learner reclaims them before it creates its
     own, and says so in one line naming the gone learner."""
     tries = iter(range(3))
-    before = python_semaphores()
+    victims_semaphores: set[str] = set()
 
     def attempt() -> None:
         k = next(tries)
@@ -109,6 +110,11 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
         tree = [victim.proc.pid, *(c.pid for c in psutil.Process(victim.proc.pid).children(recursive=True))]
         left = own_segments([victim.proc.pid])
         assert len(tree) >= 2 and left, (tree, left)  # the learner (the train process) and its collector
+        # The collector opened every semaphore by its name (the learner maps the ones it made under
+        # glibc's temporary name, so /proc shows those as deleted files, never by name).
+        named = {n for pid in tree for n in shm_names(pid) if n.startswith("sem.mp-")}
+        assert named, tree  # the run's channels wait on named semaphores
+        victims_semaphores.update(named)
         os.killpg(victim.proc.pid, signal.SIGKILL)  # the whole group at once: nothing cleans up
         victim.wait()
         assert all(process_gone(pid) for pid in tree)
@@ -128,26 +134,12 @@ def test_a_run_that_starts_reclaims_what_a_tree_wide_sigkill_left(start_train):
         until_unraced(attempt)
     finally:
         # The SIGKILL took Python's resource tracker too, so the victims' multiprocessing semaphores
-        # stay named in /dev/shm: this test removes those it left (new since it began, and mapped by
-        # no live process), never one another test's live process holds.
-        for name in python_semaphores() - before - mapped_shm_names():
+        # stay named in /dev/shm: this test removes those, read from the victims' own /proc entries
+        # before the kill. Never a name merely unmapped: a learner that has just made its semaphores
+        # maps them under glibc's temporary names until its collector opens them, and removing one
+        # then kills that run's collector at its start (another test's, seen under CI's load).
+        for name in victims_semaphores:
             (SHM_DIR / name).unlink(missing_ok=True)
-
-
-def python_semaphores() -> set[str]:
-    return {path.name for path in SHM_DIR.glob("sem.mp-*")}
-
-
-def mapped_shm_names() -> set[str]:
-    """Names under /dev/shm some live process has mapped (a named semaphore is mapped by each holder)."""
-    names: set[str] = set()
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            text = maps.read_text()
-        except OSError:  # gone, or not ours to read
-            continue
-        names.update(m.group(1) for m in re.finditer(r"/dev/shm/(\S+)", text))
-    return names
 
 
 def test_only_this_pid_namespaces_segments_are_judged(tmp_path):
