@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from functools import cache
 from pathlib import Path
 
@@ -19,6 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent  # the soaklab package
 DATA = {"soaklab.config.compose": ("config/defaults/**/*", "tasks/*/defaults.yaml"),
         "soaklab.schemas": ("schemas/**/*",)}
 CLI = "soaklab.cli"
+# The catalogue names each entry's code by a "module:name" string, imported when used through these
+# loaders: a module that imports one of them can run every module the catalogue names (a train runs
+# its agent, task builder and stepper, none of which any module imports by name).
+CATALOGUE = "soaklab.catalogue"
+CATALOGUE_LOADERS = frozenset({"load", "reference_error", "run_reference_error"})
+REFERENCE = re.compile(r"^(soaklab(?:\.\w+)+):\w+$")
 
 
 def _path(module: str, root: Path) -> Path | None:
@@ -31,7 +38,8 @@ def _path(module: str, root: Path) -> Path | None:
 
 
 def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Every soaklab module named by an import anywhere in the tree (lazy ones inside functions too)."""
+    """Every soaklab module named by an import anywhere in the tree (lazy ones inside functions too),
+    and CATALOGUE_REFERENCES for a module that imports one of the catalogue's loaders."""
     found: set[str] = set()
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -44,7 +52,24 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
-    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+            if base == CATALOGUE and CATALOGUE_LOADERS & {a.name for a in node.names}:
+                found.add(CATALOGUE_REFERENCES)
+    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".") or m == CATALOGUE_REFERENCES}
+
+
+# A stand-in module name in a closure: the modules the catalogue's "module:name" strings name.
+CATALOGUE_REFERENCES = "<catalogue references>"
+
+
+def _referenced(root: Path) -> set[str]:
+    """The modules the catalogue's entries name by "module:name" strings (its own file, read here:
+    a plug-in's entries live in its own distribution, outside the package these stamps cover)."""
+    path = _path(CATALOGUE, root)
+    if path is None:
+        return set()
+    strings = (node.value for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+               if isinstance(node, ast.Constant) and isinstance(node.value, str))
+    return {match[1] for value in strings if (match := REFERENCE.match(value))}
 
 
 @cache
@@ -83,6 +108,10 @@ def _closure(start: tuple[str, ...], root: Path) -> frozenset[str]:
     while todo:
         module = todo.pop()
         if module in seen or _in_cli(module):  # the CLI: per command, through handler_imports
+            continue
+        if module == CATALOGUE_REFERENCES:
+            seen.add(module)
+            todo.extend(_referenced(root))
             continue
         path = _path(module, root)
         if path is None:  # a name imported from a module, not a module
@@ -128,7 +157,7 @@ def command_sources(*commands: str, root: Path = ROOT) -> list[str]:
         start |= handler_imports(command, root)
     # The CLI's files themselves, but not their closure: the other handlers are other commands' code.
     modules = _closure(tuple(sorted(start)), root)
-    files = {_path(m, root) for m in modules} | set(cli_modules(root).values())
+    files = {_path(m, root) for m in modules if m != CATALOGUE_REFERENCES} | set(cli_modules(root).values())
     for module, patterns in DATA.items():
         if module in modules:
             for pattern in patterns:
