@@ -76,6 +76,10 @@ def test_a_killed_run_resumes_bit_for_bit(pair, tmp_path):
     assert [(s["start_iteration"], s["end_iteration"]) for s in summary["segments"]] == [(0, 40), (40, 60)]
     causes = [s["cause"] for s in summary["segments"]]
     assert causes[0].startswith("killed") and causes[1] == "max_iterations"
+    # Each segment says what code it ran: the same here, as the resume's checkpoint recorded it.
+    codes = [s["code"] for s in summary["segments"]]
+    assert codes[0] == codes[1] == torch.load(learner_path(killed, 40), weights_only=True)["code"]
+    assert codes[0]["sources_sha256"].startswith("sha256:") and codes[0]["versions"]["torch"] == torch.__version__
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1  # the event log continues in one file
 
 
@@ -285,6 +289,31 @@ def test_what_cannot_resume_is_refused_in_one_line(pair, tmp_path, cli):
     result = cli("train", "--resume", changed)
     assert result.code == 2 and "was made with config sha256:000" in one_line(result.err)
     assert sorted(p.name for p in changed.rglob("*")) == before  # nothing changed
+
+    # Made by other code (another soaklab's sources, another torch), or by a soaklab from before the
+    # checkpoints recorded their code: the resumed run would not be the unbroken one.
+    for name, change, said, at in (
+            ("sources", {"sources_sha256": "sha256:" + "0" * 64, "commit": "c0ffee" * 7, "dirty": False},
+             "the training sources were sha256:000000000000..., now sha256:", "(commit c0ffeec0ffeec0ffeec...)"),
+            ("torch", {"versions": {"torch": "2.0.0"}}, "torch was 2.0.0, now ", "(commit "),
+            ("older", None, "it records no code (made by a soaklab older", "(an unknown commit)")):
+        other = tmp_path / f"other-{name}"
+        shutil.copytree(killed, other)
+        for k in checkpoint_iterations(other):
+            state = torch.load(learner_path(other, k), weights_only=True)
+            if change is None:
+                del state["code"]
+            else:
+                state["code"] = {**state["code"], **change,
+                                 "versions": {**state["code"]["versions"], **change.get("versions", {})}}
+            torch.save(state, learner_path(other, k))
+        before = files_of(other)
+        result = cli("train", "--resume", other)
+        line = one_line(result.err)
+        assert result.code == 2 and "its checkpoint at iteration 40 was made by other code (" in line, line
+        assert said in line and at in line
+        assert "a resume on other code is not the unbroken run; resume with the code that made it" in line
+        assert files_of(other) == before  # nothing changed, nothing spawned into it
 
     result = cli("train", "--resume", killed, "--run-config", killed / "run_config.json")
     assert result.code == 2 and "--resume: takes the run's own run_config.json" in one_line(result.err)

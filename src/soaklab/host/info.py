@@ -69,14 +69,14 @@ def git_state(cwd: Path | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def versions() -> dict[str, str | None]:
+def versions(names: tuple[str, ...] | None = None) -> dict[str, str | None]:
     """The interpreter's, soaklab's and each package a backend's runs are compared on (every catalogue
-    entry's `versions`, soaklab.catalogue.compared_versions): a module's __version__, None where it
-    is not installed."""
+    entry's `versions`, soaklab.catalogue.compared_versions; `names`: only these): a module's
+    __version__, None where it is not installed."""
     import soaklab
 
     found: dict[str, str | None] = {"python": sys.version.split()[0], "soaklab": soaklab.__version__}
-    for name in compared_versions():
+    for name in compared_versions() if names is None else names:
         if name in found:
             continue
         try:

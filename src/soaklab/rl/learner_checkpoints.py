@@ -37,8 +37,10 @@ class LearnerCheckpoints:
     rank's checkpoint, taken at one iteration and resumed together (docs/runtime.md, "Resuming a
     run"): one process is resumable, on either backend."""
 
-    def __init__(self, run_dir: Path, resume: Checkpoint | None, world_size: int, fault: Fault | None) -> None:
+    def __init__(self, run_dir: Path, resume: Checkpoint | None, world_size: int, fault: Fault | None,
+                 code: dict[str, Any] | None = None) -> None:
         self.run_dir, self.resume, self.fault = run_dir, resume, fault
+        self.code = code  # the code this run runs (soaklab.rl.run_code), for a resume to compare
         self.start_iteration = resume.iteration if resume is not None else 0
         self.resumable = world_size == 1
         self.record: dict[str, Any] = {
@@ -74,7 +76,7 @@ class LearnerCheckpoints:
                        "generator": replay.generator.get_state()},
             "stats": learning.stats.state_dict(), "metrics": torch.from_numpy(metrics.copy()),
             "host_rng": host_rng_state(), "collector": collector_path(self.run_dir, k).name,
-            "elapsed_s": elapsed_s,
+            "elapsed_s": elapsed_s, **({"code": self.code} if self.code is not None else {}),
         }
         learner_bytes = save_atomic(payload, learner_path(self.run_dir, k))
         collector_bytes = collector_path(self.run_dir, k).stat().st_size

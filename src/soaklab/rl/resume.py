@@ -36,6 +36,7 @@ from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
 from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.rl.checkpoint_structure import Expected, check_collector, check_learner
+from soaklab.rl.run_code import code_change, made_at
 from soaklab.schemas import part_errors
 
 KEEP = 2
@@ -168,8 +169,10 @@ def newest_readable(run_dir: Path, expected: Expected) -> tuple[Checkpoint | Non
     return None, tuple(notes)
 
 
-def check_resumable(run_dir: Path, expected: Expected) -> Checkpoint:
-    """What `soaklab train --resume RUN_DIR` continues from, or one line on why it cannot."""
+def check_resumable(run_dir: Path, expected: Expected, code: dict[str, Any]) -> Checkpoint:
+    """What `soaklab train --resume RUN_DIR` continues from, or one line on why it cannot. `code`: what
+    this process runs (soaklab.rl.run_code): a checkpoint made by other code is refused, since the
+    resumed run would not be its unbroken self."""
     config_hash = expected.config_hash
     summary = run_dir / "run_summary.json"
     if summary.is_file():
@@ -188,6 +191,10 @@ def check_resumable(run_dir: Path, expected: Expected) -> Checkpoint:
         raise InvalidInput(f"--resume {run_dir}: its checkpoint at iteration {found.iteration} was made with config "
                            f"{found.learner.get('config_hash')}, and run_config.json now resolves to {config_hash}; "
                            "resume with the configuration the run started with")
+    if change := code_change(found.learner.get("code"), code):
+        raise InvalidInput(f"--resume {run_dir}: its checkpoint at iteration {found.iteration} was made by other code "
+                           f"({change}), and a resume on other code is not the unbroken run; resume with the code "
+                           f"that made it ({made_at(found.learner.get('code'))}), or start the run afresh")
     return found
 
 
@@ -215,10 +222,11 @@ def read_segments(run_dir: Path, required: bool = False) -> list[dict[str, Any]]
 
 
 def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None,
-                  carried: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                  carried: dict[str, Any] | None = None, code: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Close the previous segment (a killed one never wrote its end: it ended where this resume
     picks up, its later work discarded) and open this one. `carried`: what a resume keeps of the
-    event file, with the gaps damaged records leave (soaklab.metrics.events.CarryPlan.record)."""
+    event file, with the gaps damaged records leave (soaklab.metrics.events.CarryPlan.record);
+    `code`: what the segment runs (soaklab.rl.run_code)."""
     segments = read_segments(run_dir)
     if segments and segments[-1].get("end_iteration") is None:
         segments[-1].update(end_iteration=start_iteration, cause="killed (no shutdown recorded)",
@@ -226,7 +234,8 @@ def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None,
     elif segments:
         segments[-1]["resumed_at"] = start_iteration
     segments.append({"start_iteration": start_iteration, "resumed_from_checkpoint": resumed_from,
-                     "end_iteration": None, "cause": None, **({"carried_events": carried} if carried else {})})
+                     "end_iteration": None, "cause": None, **({"carried_events": carried} if carried else {}),
+                     **({"code": code} if code is not None else {})})
     write_json_atomic(run_dir / SEGMENTS, {"segments": segments})
     return segments
 

@@ -58,11 +58,11 @@ class Learner:
     """`hold_updates` (benchmarks only): always answer with the policy, never update."""
 
     def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False,
-                 rank: RankContext | None = None, resume: Checkpoint | None = None) -> None:
+                 rank: RankContext | None = None, resume: Checkpoint | None = None,
+                 code: dict[str, Any] | None = None) -> None:  # code: soaklab.rl.run_code's record
         self.hold_updates = hold_updates
         self.resolved, self.run_dir, self.settings = resolved, run_dir, resolved.settings
-        self.rank = rank
-        self.rank_index = rank.rank if rank is not None else 0
+        self.rank, self.rank_index = rank, rank.rank if rank is not None else 0
         self.is_main = self.rank_index == 0
         self.world_size = rank.world_size if rank is not None else 1
         self.cfg = rank_run(resolved.run, self.rank_index, len(resolved.layout.group_bounds))
@@ -75,7 +75,7 @@ class Learner:
         self.max_iterations, self.save_interval = self.cfg.algo.max_iterations, self.cfg.algo.save_interval
         self.shutdown = Shutdown()
         self.cancellation = Cancellation()
-        self.checkpoints = LearnerCheckpoints(run_dir, resume, self.world_size, self.fault)
+        self.checkpoints = LearnerCheckpoints(run_dir, resume, self.world_size, self.fault, code)
         self.start_iteration, self.iteration = self.checkpoints.start_iteration, 0
         self.env_steps = 0
         self.segments: list[dict[str, Any]] | None = None  # read back at shutdown (rank 0)

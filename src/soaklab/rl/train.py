@@ -62,9 +62,11 @@ def budget_words(resolved: ResolvedRun) -> str:
     return "" if minutes is None else f" or {minutes:g} min of wall clock, whichever ends first"
 
 
-def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, ResolvedRun, Checkpoint, Carry]:
+def resume_run_dir(resolved: ResolvedRun, run_dir: Path, code: dict[str, Any]
+                   ) -> tuple[Path, ResolvedRun, Checkpoint, Carry]:
     """The interrupted run dir to continue, its newest readable checkpoint and what its event file
-    carries, checked before anything starts; the dir is claimed as a new run's would be."""
+    carries, checked before anything starts; the dir is claimed as a new run's would be. `code`:
+    what this process runs (soaklab.rl.run_code), which must be what made the checkpoint."""
     from soaklab.rl.event_carry import prepare
     from soaklab.rl.resume import check_resumable, read_segments
 
@@ -72,7 +74,7 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path) -> tuple[Path, Resolved
         raise InvalidInput(f"--resume {run_dir}: resuming is for one-rank runs for now "
                            f"(this one has {resolved.ranks.world_size} ranks)")
     # The recorded config as it is (its log_dir included): a run dir moved elsewhere still resumes.
-    found = check_resumable(run_dir, expected_checkpoint(resolved))
+    found = check_resumable(run_dir, expected_checkpoint(resolved), code)
     read_segments(run_dir, required=True)  # the history this resume extends: refused, never replaced
     carry = prepare(run_dir, found.iteration)
     claim(run_dir)
@@ -99,11 +101,14 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     from soaklab.rl.event_carry import rewrite
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.resume import begin_segment
+    from soaklab.rl.run_code import run_code
     from soaklab.rl.runner import Learner
 
     checkpoint = carry = None
+    composed = resolved.composed
+    code = run_code(composed.algo, composed.task, composed.sim)
     if resume is not None:  # refused before anything starts
-        run_dir, resolved, checkpoint, carry = resume_run_dir(resolved, resume)
+        run_dir, resolved, checkpoint, carry = resume_run_dir(resolved, resume, code)
     dump_stacks_on_signal()
     fault = fault_from_env()
     if fault is not None and fault.name == "hang_startup":
@@ -119,7 +124,7 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
         run_dir, resolved = prepare_run_dir(resolved)
     # The segment first, with the gaps its carry leaves: a kill before the rewrite below plans them again.
     begin_segment(run_dir, checkpoint.iteration if checkpoint else 0, checkpoint.iteration if checkpoint else None,
-                  carry.plan.record() if carry is not None and carry.plan is not None else None)
+                  carry.plan.record() if carry is not None and carry.plan is not None else None, code)
     if carry is not None and checkpoint is not None:
         for gap in carry.plan.gaps if carry.plan is not None else ():
             print(f"train: warning: {gap['file']}: {gap['damage']} at bytes {gap['byte_start']}..{gap['byte_end']}: "
@@ -143,7 +148,7 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
         print(f"train: {plan.world_size} data-parallel ranks ({plan.backend}), one collector each; "
               "rank 0 logs for all", flush=True)
         rank = start_ranks(resolved, run_dir, rank_main)
-    learner = Learner(resolved, run_dir, rank=rank, resume=checkpoint)
+    learner = Learner(resolved, run_dir, rank=rank, resume=checkpoint, code=code)
     summary = learner.run()
     if learner.summary_error is not None:
         summary["status"] = "failed"  # what the caller reports; the file itself could not be written

@@ -1,0 +1,85 @@
+"""The code a run runs, so that a resume continues a run only on the code its checkpoint was made with
+(docs/runtime.md, "Resuming a run").
+
+A resumed run is its unbroken self bit for bit only where the same code computes it: the package files
+`soaklab train` can run (soaklab.dag.codedeps, the same closure the workflow's train_soak rule is
+replanned on: the learner, the collector, every agent, task and stepper the catalogue names), the
+modules of a plug-in entry the run uses, and the versions of the interpreter and of the libraries the
+run's backend steps with. Every learner checkpoint records them, and so does every segment of the
+run; `--resume` refuses a checkpoint made by other code in one line naming what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from soaklab.catalogue import BACKENDS, RUN_FIELDS, RUN_REFERENCES
+from soaklab.dag.codedeps import ROOT, command_sources
+
+
+def _plugin_files(algo: str, task: str, sim: str) -> list[Path]:
+    """The module files of the run's entries that live outside soaklab (a plug-in's)."""
+    names = {"algo": algo, "task": task, "sim": sim}
+    files: set[Path] = set()
+    for run_field, entry_fields in RUN_REFERENCES.items():
+        entry = RUN_FIELDS[run_field][names[run_field]]
+        for field in entry_fields:
+            module = getattr(entry, field).partition(":")[0]
+            if module.split(".")[0] == "soaklab":
+                continue
+            spec = importlib.util.find_spec(module)
+            if spec is not None and spec.origin and Path(spec.origin).is_file():
+                files.add(Path(spec.origin))
+    return sorted(files)
+
+
+def run_code(algo: str, task: str, sim: str) -> dict[str, Any]:
+    """{"sources_sha256": "sha256:<hex>", "versions": {name: version}, "commit", "dirty"} of a run of
+    these entries. The digest covers each file's path (relative to its package) and contents, in
+    order; the git commit of the package's source (None outside a checkout) is only said, never
+    compared: the same sources are the same code whatever commit holds them."""
+    from soaklab.host.info import git_state, versions
+
+    digest = hashlib.sha256()
+    for path in [*map(Path, command_sources("train")), *_plugin_files(algo, task, sim)]:
+        name = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else Path(path.name)
+        digest.update(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name.as_posix()}\n".encode())
+    names = ("python", *BACKENDS[sim].versions)
+    found = versions(names)
+    # plain str: torch's __version__ is a str subclass, which a weights_only load refuses
+    plain = {name: None if found[name] is None else str(found[name]) for name in names}
+    return {"sources_sha256": f"sha256:{digest.hexdigest()}", "versions": plain, **git_state(ROOT)}
+
+
+def code_change(saved: Any, now: dict[str, Any]) -> str | None:
+    """What differs between the code a checkpoint recorded (`saved`, as loaded) and this run's, in
+    words; None if nothing does. A checkpoint without a record was made before soaklab kept one."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("versions"), dict):
+        return "it records no code (made by a soaklab older than its code record)"
+    changes = []
+    if saved.get("sources_sha256") != now["sources_sha256"]:
+        changes.append(f"the training sources were {_short(saved.get('sources_sha256'))}, "
+                       f"now {_short(now['sources_sha256'])}")
+    for name, version in now["versions"].items():
+        if saved["versions"].get(name) != version:
+            changes.append(f"{name} was {_short(saved['versions'].get(name))}, now {version}")
+    return "; ".join(changes) or None
+
+
+def made_at(saved: Any) -> str:
+    """Where a checkpoint's code came from, as its record says: "commit <hex>" (", with local
+    changes"), or "an unknown commit"."""
+    commit = saved.get("commit") if isinstance(saved, dict) else None
+    if not isinstance(commit, str) or not commit:
+        return "an unknown commit"
+    return f"commit {_short(commit)}" + (", with local changes" if saved.get("dirty") else "")
+
+
+def _short(value: Any, limit: int = 19) -> str:
+    """A recorded value as said in one line (a crafted file's may be anything, of any length)."""
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return f"{text[:limit]}..." if len(text) > limit else text
