@@ -192,6 +192,37 @@ def test_an_adopted_run_the_trainer_refuses_is_moved_where_no_soak_adopts_it(tmp
     assert keep_interrupted(run, REFUSED, A) is None and run.is_dir()
 
 
+def test_a_kept_run_of_other_training_sources_is_set_aside_and_the_soak_starts_afresh(tmp_path):
+    """The code was edited since the run was kept (the workflow replans the soak for that): its last
+    segment's sources are not this soak's, so the trainer would refuse it; it goes where no soak adopts
+    it, untouched, and this soak starts afresh. A run of the same sources comes back; one whose history
+    cannot be read is the trainer's to judge."""
+    now, then = "sha256:" + "1" * 64, "sha256:" + "0" * 64
+    quarantine = tmp_path / f"train.unresumable-{config_tag(A)}"
+    for name, segments, said in (
+            ("other", [{"code": {"sources_sha256": "sha256:" + "f" * 64}}, {"code": {"sources_sha256": then}}],
+             f"its run was made by other training sources ({then[:19]}..., now {now[:19]}...)"),
+            ("older", [{"start_iteration": 0}],
+             "its run records no code (made by a soaklab older than its code record)")):
+        run = tmp_path / name / "train"
+        make_run(run, A, (10,))
+        (run / "segments.json").write_text(json.dumps({"segments": segments}))
+        kept = keep_interrupted(run, FAILED, A).path
+        before = snapshot(kept)
+        adoption = adopt_interrupted(run, A, now)
+        aside = quarantine.parent / name / quarantine.name
+        assert adoption == Adoption(None, (f"{kept}: {said}, and a resume on other code is not the run it continues; "
+                                           f"moved it to {aside}, a name no soak adopts (nothing deleted); "
+                                           "starting afresh",))
+        assert snapshot(aside) == before and not run.exists() and kept_runs(run) == []
+    for name, history in (("same", json.dumps({"segments": [{"code": {"sources_sha256": now}}]})), ("torn", "{")):
+        run = tmp_path / name / "train"
+        make_run(run, A, (10,))
+        (run / "segments.json").write_text(history)
+        keep_interrupted(run, FAILED, A)
+        assert adopt_interrupted(run, A, now).resumed_at == 10 and learner_path(run, 10).is_file()
+
+
 def test_an_unresumable_kept_run_is_set_aside_where_no_soak_adopts_it(start_soak, tmp_path):
     """The real monitor over the real trainer: a soak killed at 15 keeps its run; its only learner file
     is replaced by one whose unpickling would create a file (a run dir from elsewhere is data); the same

@@ -15,6 +15,7 @@ from soaklab.errors import InvalidInput
 
 CONSOLE_LOG = "soak-console.log"
 RUN_CONFIG = "run_config.json"
+SEGMENTS = "segments.json"  # the run's segments: its kills, resumes and the code each ran (soaklab.rl.resume)
 LOCK = ".soaklab.lock"
 
 _claims: list[Any] = []  # open lock files: a claim lasts as long as this process

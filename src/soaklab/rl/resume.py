@@ -35,12 +35,12 @@ import torch
 from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
 from soaklab.files.jsonfiles import read_json, write_json_atomic
+from soaklab.files.rundir import SEGMENTS
 from soaklab.rl.checkpoint_structure import Expected, check_collector, check_learner
 from soaklab.rl.run_code import code_change, made_at
 from soaklab.schemas import part_errors
 
 KEEP = 2
-SEGMENTS = "segments.json"
 
 
 def save_atomic(payload: Any, path: Path) -> int:

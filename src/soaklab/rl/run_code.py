@@ -43,15 +43,21 @@ def run_code(algo: str, task: str, sim: str) -> dict[str, Any]:
     compared: the same sources are the same code whatever commit holds them."""
     from soaklab.host.info import git_state, versions
 
-    digest = hashlib.sha256()
-    for path in [*map(Path, command_sources("train")), *_plugin_files(algo, task, sim)]:
-        name = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else Path(path.name)
-        digest.update(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name.as_posix()}\n".encode())
     names = ("python", *BACKENDS[sim].versions)
     found = versions(names)
     # plain str: torch's __version__ is a str subclass, which a weights_only load refuses
     plain = {name: None if found[name] is None else str(found[name]) for name in names}
-    return {"sources_sha256": f"sha256:{digest.hexdigest()}", "versions": plain, **git_state(ROOT)}
+    return {"sources_sha256": sources_sha256(algo, task, sim), "versions": plain, **git_state(ROOT)}
+
+
+def sources_sha256(algo: str, task: str, sim: str) -> str:
+    """"sha256:<hex>" of the training sources alone: what a soak compares before it adopts a kept run
+    (it imports no library to ask its version; the trainer checks those)."""
+    digest = hashlib.sha256()
+    for path in [*map(Path, command_sources("train")), *_plugin_files(algo, task, sim)]:
+        name = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else Path(path.name)
+        digest.update(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name.as_posix()}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def code_change(saved: Any, now: dict[str, Any]) -> str | None:

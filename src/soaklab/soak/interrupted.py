@@ -28,7 +28,7 @@ from typing import Any
 
 from soaklab.files.checkpoints import checkpoint_iterations
 from soaklab.files.jsonfiles import read_json, write_json_atomic
-from soaklab.files.rundir import RUN_CONFIG
+from soaklab.files.rundir import RUN_CONFIG, SEGMENTS
 
 SEGMENT_SOAKS = "soak_segments"  # each interrupted segment's soak JSON, inside the run dir
 KEPT_SUFFIX = ".interrupted"
@@ -172,6 +172,24 @@ def _made_with(kept: Path) -> str | None:
     return made_with if isinstance(made_with, str) else None
 
 
+def _other_sources(kept: Path, sources: str) -> str | None:
+    """Why the kept run's last segment ran other training sources than `sources`, or None: the same,
+    or a history this cannot read (the trainer's checks then refuse it, in their own words)."""
+    try:
+        segments = read_json(kept / SEGMENTS).get("segments")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(segments, list) or not segments or not isinstance(segments[-1], dict):
+        return None
+    code = segments[-1].get("code")
+    made = code.get("sources_sha256") if isinstance(code, dict) else None
+    if not isinstance(made, str):
+        return "its run records no code (made by a soaklab older than its code record)"
+    if made != sources:
+        return f"its run was made by other training sources ({made[:19]}..., now {sources[:19]}...)"
+    return None
+
+
 def _not_adoptable(kept: Path, config_hash: str) -> str | None:
     """Why the kept dir under this config's name is not adopted (None: it is). Checked before
     anything in it is touched; a refused dir is left exactly as it is."""
@@ -185,11 +203,15 @@ def _not_adoptable(kept: Path, config_hash: str) -> str | None:
     return None
 
 
-def adopt_interrupted(log_dir: Path, config_hash: str) -> Adoption:
+def adopt_interrupted(log_dir: Path, config_hash: str, sources: str | None = None) -> Adoption:
     """Before a soak starts: move the run kept for this same configuration back into place.
-    Only names, links and run configs are looked at here: loading a checkpoint (the replay ring:
-    gigabytes on a GPU) is the trainer's, which refuses one made with another config and falls back
-    past a damaged one. Runs kept for other configs are left where they are, and the notes say so."""
+    Only names, links, run configs and the segment history are looked at here: loading a checkpoint
+    (the replay ring: gigabytes on a GPU) is the trainer's, which refuses one made with another
+    config or by other code and falls back past a damaged one. Runs kept for other configs are left
+    where they are, and the notes say so. `sources`: the training sources' digest this soak runs
+    (soaklab.rl.run_code.sources_sha256); a kept run whose last segment ran other sources (the code
+    was edited since: the workflow replans the soak for that) is moved where no soak adopts it, and
+    this soak starts afresh rather than have the trainer refuse it."""
     ours = interrupted_dir(log_dir, config_hash)
     legacy = log_dir.with_name(log_dir.name + KEPT_SUFFIX)
     if not os.path.lexists(ours) and _real_dir(legacy) and _made_with(legacy) == config_hash:
@@ -211,6 +233,12 @@ def adopt_interrupted(log_dir: Path, config_hash: str) -> Adoption:
     if not iterations:
         notes.append(f"{ours}: holds no checkpoint; starting afresh (it stays until this soak is "
                      "interrupted in turn, which keeps its run there instead)")
+        return Adoption(None, tuple(notes))
+    if sources is not None and (other := _other_sources(ours, sources)) is not None:
+        aside = _free_name(log_dir.with_name(f"{log_dir.name}{UNRESUMABLE_SUFFIX}-{config_tag(config_hash)}"))
+        ours.rename(aside)
+        notes.append(f"{ours}: {other}, and a resume on other code is not the run it continues; moved it to "
+                     f"{aside}, a name no soak adopts (nothing deleted); starting afresh")
         return Adoption(None, tuple(notes))
     if log_dir.is_symlink():
         notes.append(f"{log_dir}: a symbolic link; the kept run {ours} is not moved into it, left where it is; "

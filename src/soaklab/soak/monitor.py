@@ -27,6 +27,7 @@ from soaklab.errors import REQUEUE_EXIT, InvalidInput
 from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 from soaklab.host.lifetime import CANCEL_SIGNALS, die_with_parent
+from soaklab.rl.run_code import sources_sha256
 from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
@@ -229,7 +230,9 @@ class Monitor:
     # -- the soak ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         request = self.request
-        adoption = adopt_interrupted(request.log_dir, self.resolved.record()["config_hash"])
+        composed = self.resolved.composed
+        adoption = adopt_interrupted(request.log_dir, self.resolved.record()["config_hash"],
+                                     sources_sha256(composed.algo, composed.task, composed.sim))
         self.resumed_at = adoption.resumed_at
         for note in adoption.notes:
             print(f"soak: {note}", flush=True)
