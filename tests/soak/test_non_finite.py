@@ -12,9 +12,10 @@ def test_a_nan_reward_ends_the_run_non_finite_and_nothing_passes(start_soak):
     run = start_soak(iterations=30, fault="nan_reward@5")
     assert run.wait() != 0, run.out()
     soak = run.soak
-    # Seen twice under CI's load as collector_failure ("collector exited during startup"), never alone:
-    # the soak record and the trainer's whole output, printed (pytest shows them in full on a failure,
-    # where an assertion message is cut).
+    # The soak record and the trainer's whole output, printed (pytest shows them in full on a failure,
+    # where an assertion message is cut). CI saw collector_failure here ("collector exited during
+    # startup") when another test unlinked this run's semaphores before its collector opened them
+    # (tests/rl/test_shm.py's cleanup, since fixed).
     print(json.dumps(soak, indent=1), run.out(), sep="\n")
     assert soak["status"] == "failed" and soak["failure_classification"] == "non_finite"
     assert "non-finite reward (term " in soak["failure_reason"] and "at iteration 5" in soak["failure_reason"]
