@@ -128,7 +128,7 @@ def mujoco_warps_records() -> None:
     warp's ordered records (the comparison)."""
     from soaklab.sim import mjwarp_exact_adds
 
-    mjwarp_exact_adds.install = lambda model: ()
+    mjwarp_exact_adds.install = lambda model: mjwarp_exact_adds.ExactAdds(())
 
 
 def kernel_census(step, steps: int) -> dict:

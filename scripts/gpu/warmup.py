@@ -78,7 +78,7 @@ def main() -> int:
     if args.deterministic:
         build = make_deterministic(mjw, wmodel, model)
         result.update(jacobian="sparse" if wmodel.is_sparse else "dense", contact_jac_tile=build.contact_jac_tile,
-                      exact_adds=list(build.exact_adds))
+                      exact_adds=list(build.exact_adds.names()))
     for n in [int(w) for w in args.worlds.split(",")]:
         wdata = mjw.put_data(model, data, nworld=n, nconmax=args.nconmax, njmax=args.njmax)
         start = time.perf_counter()

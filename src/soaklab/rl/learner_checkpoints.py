@@ -40,7 +40,7 @@ class LearnerCheckpoints:
     def __init__(self, run_dir: Path, resume: Checkpoint | None, world_size: int, fault: Fault | None,
                  code: dict[str, Any] | None = None) -> None:
         self.run_dir, self.resume, self.fault = run_dir, resume, fault
-        self.code = code  # the code this run runs (soaklab.rl.run_code), for a resume to compare
+        self.code = code  # the code this run runs (soaklab.host.run_code), for a resume to compare
         self.start_iteration = resume.iteration if resume is not None else 0
         self.resumable = world_size == 1
         self.record: dict[str, Any] = {

@@ -36,8 +36,8 @@ from soaklab.errors import InvalidInput
 from soaklab.files.checkpoints import checkpoint_iterations, collector_path, learner_path, load_weights, resume_dir
 from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import SEGMENTS
+from soaklab.host.run_code import code_change, made_at
 from soaklab.rl.checkpoint_structure import Expected, check_collector, check_learner
-from soaklab.rl.run_code import code_change, made_at
 from soaklab.schemas import part_errors
 
 KEEP = 2
@@ -171,7 +171,7 @@ def newest_readable(run_dir: Path, expected: Expected) -> tuple[Checkpoint | Non
 
 def check_resumable(run_dir: Path, expected: Expected, code: dict[str, Any]) -> Checkpoint:
     """What `soaklab train --resume RUN_DIR` continues from, or one line on why it cannot. `code`: what
-    this process runs (soaklab.rl.run_code): a checkpoint made by other code is refused, since the
+    this process runs (soaklab.host.run_code): a checkpoint made by other code is refused, since the
     resumed run would not be its unbroken self."""
     config_hash = expected.config_hash
     summary = run_dir / "run_summary.json"
@@ -226,7 +226,7 @@ def begin_segment(run_dir: Path, start_iteration: int, resumed_from: int | None,
     """Close the previous segment (a killed one never wrote its end: it ended where this resume
     picks up, its later work discarded) and open this one. `carried`: what a resume keeps of the
     event file, with the gaps damaged records leave (soaklab.metrics.events.CarryPlan.record);
-    `code`: what the segment runs (soaklab.rl.run_code)."""
+    `code`: what the segment runs (soaklab.host.run_code)."""
     segments = read_segments(run_dir)
     if segments and segments[-1].get("end_iteration") is None:
         segments[-1].update(end_iteration=start_iteration, cause="killed (no shutdown recorded)",

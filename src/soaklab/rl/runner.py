@@ -59,7 +59,7 @@ class Learner:
 
     def __init__(self, resolved: ResolvedRun, run_dir: Path, hold_updates: bool = False,
                  rank: RankContext | None = None, resume: Checkpoint | None = None,
-                 code: dict[str, Any] | None = None) -> None:  # code: soaklab.rl.run_code's record
+                 code: dict[str, Any] | None = None) -> None:  # code: soaklab.host.run_code's record
         self.hold_updates = hold_updates
         self.resolved, self.run_dir, self.settings = resolved, run_dir, resolved.settings
         self.rank, self.rank_index = rank, rank.rank if rank is not None else 0

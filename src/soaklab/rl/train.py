@@ -66,7 +66,7 @@ def resume_run_dir(resolved: ResolvedRun, run_dir: Path, code: dict[str, Any]
                    ) -> tuple[Path, ResolvedRun, Checkpoint, Carry]:
     """The interrupted run dir to continue, its newest readable checkpoint and what its event file
     carries, checked before anything starts; the dir is claimed as a new run's would be. `code`:
-    what this process runs (soaklab.rl.run_code), which must be what made the checkpoint."""
+    what this process runs (soaklab.host.run_code), which must be what made the checkpoint."""
     from soaklab.rl.event_carry import prepare
     from soaklab.rl.resume import check_resumable, read_segments
 
@@ -98,10 +98,10 @@ def train(resolved: ResolvedRun, resume: Path | None = None) -> tuple[Path, dict
     next with its policy (export, playback) is the caller's (soaklab.policy.post_training).
     `resume`: an interrupted run dir to continue from its newest checkpoint (soaklab.rl.resume)."""
     from soaklab.host.lifetime import dump_stacks_on_signal
+    from soaklab.host.run_code import run_code
     from soaklab.rl.event_carry import rewrite
     from soaklab.rl.faults import fault_from_env
     from soaklab.rl.resume import begin_segment
-    from soaklab.rl.run_code import run_code
     from soaklab.rl.runner import Learner
 
     checkpoint = carry = None

@@ -40,6 +40,7 @@ import torch
 from soaklab.errors import InvalidInput, RuntimeFailure
 from soaklab.host import determinism
 from soaklab.sim import ABSENT_DEPTH_M, diagnostics, static_geoms
+from soaklab.sim.mjwarp_exact_adds import ExactAdds
 
 DEFAULT_NCONMAX = 48
 DEFAULT_NJMAX = 256  # 48 contacts x 4 rows + 29 joint-limit rows, rounded up
@@ -114,7 +115,7 @@ class DeterministicBuild:
     """What make_deterministic gave a device model beyond opt.deterministic (the backend's diagnostics)."""
 
     contact_jac_tile: int | None  # soaklab.sim.mjwarp_contact_jac's one block, or mujoco_warp's own blocks
-    exact_adds: tuple[str, ...]  # launches built without ordered records (soaklab.sim.mjwarp_exact_adds)
+    exact_adds: ExactAdds  # its launches built without ordered records: names() (soaklab.sim.mjwarp_exact_adds)
 
 
 def make_deterministic(mjw: Any, m: Any, model: mujoco.MjModel) -> DeterministicBuild:
@@ -174,7 +175,7 @@ class MjwarpBackend:
         self._wp, self._mjw = wp, mjw
         wp.init()
         self.jacobian_reason: str | None = None
-        self.det_build = DeterministicBuild(None, ())  # the default mode: mujoco_warp's own kernels
+        self.det_build = DeterministicBuild(None, ExactAdds(()))  # the default mode: mujoco_warp's own kernels
         if determinism.enabled():
             model, self.jacobian_reason = deterministic_host_model(model)
         self.model = model
@@ -409,7 +410,7 @@ class MjwarpBackend:
             zero_copy_state=all(v.data_ptr() == getattr(self.d, k).ptr for k, v in self.views.items()),
             device=str(self.torch_device), deterministic=int(self.m.opt.deterministic),
             jacobian="sparse" if self.m.is_sparse else "dense", jacobian_reason=self.jacobian_reason,
-            contact_jac_tile=self.det_build.contact_jac_tile, exact_adds=list(self.det_build.exact_adds),
+            contact_jac_tile=self.det_build.contact_jac_tile, exact_adds=list(self.det_build.exact_adds.names()),
         )
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ the captured step's bits with and without).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mujoco
@@ -95,13 +96,25 @@ def _put_factories() -> None:
             setattr(module, attr, factory)
 
 
-def install(model: mujoco.MjModel) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class ExactAdds:
+    """A model's launch keys (launch name, factory argument), as install recorded them."""
+
+    keys: tuple[tuple[str, Any], ...]
+
+    def names(self) -> tuple[str, ...]:
+        """The launches of this model built without records now: read when asked, since a model built
+        later in the process that refuses a key takes the records back for every model's next build."""
+        return tuple(name for name, key in self.keys if not _uses_records(name, key))
+
+
+def install(model: mujoco.MjModel) -> ExactAdds:
     """Record what `model` (the MuJoCo model a deterministic backend is built from) proves, and put
-    the factories in place; the launches built without records for it, by name."""
+    the factories in place; its launch keys, whose names() are the launches built without records."""
     _put_factories()
     proofs = {"qfrc_actuator": (model.nv, one_add_per_dof(model)),
               "qderiv_actuation": (model.nM, one_add_per_dof(model)),
               "gravity_force": (None, no_gravcomp(model))}
     for name, (key, proved) in proofs.items():
         (_proved if proved else _refused)[name].add(key)
-    return tuple(name for name, (key, _) in proofs.items() if not _uses_records(name, key))
+    return ExactAdds(tuple((name, key) for name, (key, _) in proofs.items()))

@@ -209,7 +209,7 @@ def adopt_interrupted(log_dir: Path, config_hash: str, sources: str | None = Non
     (the replay ring: gigabytes on a GPU) is the trainer's, which refuses one made with another
     config or by other code and falls back past a damaged one. Runs kept for other configs are left
     where they are, and the notes say so. `sources`: the training sources' digest this soak runs
-    (soaklab.rl.run_code.sources_sha256); a kept run whose last segment ran other sources (the code
+    (soaklab.host.run_code.sources_sha256); a kept run whose last segment ran other sources (the code
     was edited since: the workflow replans the soak for that) is moved where no soak adopts it, and
     this soak starts afresh rather than have the trainer refuse it."""
     ours = interrupted_dir(log_dir, config_hash)

@@ -27,7 +27,7 @@ from soaklab.errors import REQUEUE_EXIT, InvalidInput
 from soaklab.files.jsonfiles import read_json, write_json_atomic
 from soaklab.files.rundir import RUN_CONFIG
 from soaklab.host.lifetime import CANCEL_SIGNALS, die_with_parent
-from soaklab.rl.run_code import sources_sha256
+from soaklab.host.run_code import sources_sha256
 from soaklab.schemas import schema_errors
 from soaklab.soak import gpu
 from soaklab.soak.context import soak_context
