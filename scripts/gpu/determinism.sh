@@ -27,7 +27,9 @@
 # record    `soaklab record update gpu-deterministic`, then `snakemake reproduce` of it on this
 #           machine; a later visit reproduces it with REPRODUCE=gpu-deterministic scripts/gpu/reproduce.sh.
 #
-# Each stage packs its evidence into $OUT/determinism-STAGE.tgz (no checkpoints, no replay).
+# Each stage packs its evidence into $OUT/determinism-STAGE.tgz (no checkpoints, no replay), then exits
+# 1 if a comparison it expects equal (A-B, A-D, F-G, F against AGAINST, the soak and its rerun) differs
+# or a reproduction or record update fails; A-C and C-E (the default mode) are reported only.
 # Run the stages one after the other: the soak stage's DAG pulls the assets again into
 # results/assets/manifest.json, which the bits stage's runs were resolved against, so a resume of D
 # beside it is refused (2026-12-07, benchmarks/visits/2026-12-07-det-deploy/).
@@ -83,9 +85,17 @@ keep() {  # what of a run dir comes home: everything but checkpoints and resumab
     (cd "$dir" && tar -cf - --exclude=checkpoints --exclude=resume . ) | tar -C "$pack/$(basename "$dir")" -xf -
   done
 }
-diff_runs() {  # diff_runs A B: soaklab diff-runs, its output kept
+diff_runs() {  # diff_runs A B: soaklab diff-runs, its output kept; its exit status returned
   python3 -m soaklab diff-runs "$1" "$2" 2>&1 | tee -a "$pack/diff-runs.txt"
-  echo "diff-runs $(basename "$1") $(basename "$2"): exit ${PIPESTATUS[0]}" | tee -a "$pack/diff-runs.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "diff-runs $(basename "$1") $(basename "$2"): exit $rc" | tee -a "$pack/diff-runs.txt"
+  return "$rc"
+}
+# What the stage claims: every comparison expected equal that is not (or a reproduction that does not
+# pass) is counted, and the stage exits 1 after packing, so a visit's step line says whether it held.
+parted=0
+expect_equal() {  # expect_equal A B: diff_runs, counted when they differ or cannot be compared
+  diff_runs "$1" "$2" || parted=$((parted + 1))
 }
 
 copy_run() {  # copy_run DEST: the gpu-det soak's run dir (no resumable state) and its soak JSON
@@ -116,8 +126,8 @@ bits)
   unset SOAKLAB_TRACE
   for name in A B C D E; do grep -h "^train: \(completed\|failed\|resuming\)" "$work/$name.log" "$work/$name-resume.log" 2>/dev/null; done
   log "compare"
-  diff_runs "$work/A" "$work/B"
-  diff_runs "$work/A" "$work/D"
+  expect_equal "$work/A" "$work/B"
+  expect_equal "$work/A" "$work/D"
   diff_runs "$work/A" "$work/C"
   diff_runs "$work/C" "$work/E"  # the default mode against itself: where GPU runs part without the mode
   python3 - "$work"/A "$work"/C <<'EOF' | tee -a "$pack/diff-runs.txt"
@@ -144,8 +154,8 @@ fresh)
      run=("${base[@]}" algo.max_iterations=40 algo.save_interval=40); train "$name" training.deterministic=true)
   done
   unset SOAKLAB_TRACE SOAKLAB_TRACE_DUMP
-  [ "$runs" = "F G" ] && diff_runs "$work/F" "$work/G"
-  [ -n "$against" ] && diff_runs "$against" "$work/F"
+  [ "$runs" = "F G" ] && expect_equal "$work/F" "$work/G"
+  [ -n "$against" ] && expect_equal "$against" "$work/F"
   keep $(for name in $runs; do echo "$work/$name"; done)
   # step 16's tensors stay on the machine (/root/determinism/fresh/NAME/trace/, 80 MB with the weights,
   # past what one file brings home): the collecting call splits what it needs
@@ -159,7 +169,7 @@ soak)
   log "snakemake soak -R train_soak"
   python3 -m snakemake soak -R train_soak "${smk[@]}" "$here/config/gpu-deterministic.yaml" >"$work/soak-2.log" 2>&1
   echo "snakemake soak -R train_soak: exit $?"
-  diff_runs "$work/first/train" "$here/results/gpu-det/train"
+  expect_equal "$work/first/train" "$here/results/gpu-det/train"
   copy_run "$work/rerun"
   keep "$work/first" "$work/rerun"
   ;;
@@ -225,7 +235,8 @@ learning)
   log "gpu-learning reproduced in the deterministic mode (three seeds side by side)"
   printf 'record_overrides:\n  training.deterministic: true\n' >"$work/deterministic.yaml"
   python3 -m snakemake reproduce --config reproduce=gpu-learning "${smk[@]}" "$work/deterministic.yaml" \
-    >"$work/reproduce.log" 2>&1; echo "snakemake reproduce gpu-learning (deterministic): exit $?"
+    >"$work/reproduce.log" 2>&1; rc=$?; echo "snakemake reproduce gpu-learning (deterministic): exit $rc"
+  [ "$rc" = 0 ] || parted=$((parted + 1))
   cat results/reproduce/gpu-learning/verdict.txt 2>/dev/null
   cp -a results/reproduce/gpu-learning "$pack/comparison" 2>/dev/null
   cp -a logs/rec-gpu-learning-seed* "$pack/" 2>/dev/null
@@ -233,11 +244,12 @@ learning)
 record)
   log "record update gpu-deterministic"
   python3 -m soaklab record update gpu-deterministic --cores 16 -- --scheduler greedy \
-    --configfile "$work/assets.yaml" >"$work/record.log" 2>&1; echo "record update: exit $?"
+    --configfile "$work/assets.yaml" >"$work/record.log" 2>&1; rc=$?; echo "record update: exit $rc"
+  [ "$rc" = 0 ] || parted=$((parted + 1))
   tail -3 "$work/record.log"
   log "reproduce gpu-deterministic on this machine"
   python3 -m snakemake reproduce --config reproduce=gpu-deterministic "${smk[@]}" >"$work/reproduce.log" 2>&1
-  echo "snakemake reproduce gpu-deterministic: exit $?"
+  rc=$?; echo "snakemake reproduce gpu-deterministic: exit $rc"; [ "$rc" = 0 ] || parted=$((parted + 1))
   cat results/reproduce/gpu-deterministic/verdict.txt 2>/dev/null
   cp -a records/gpu-deterministic "$pack/record" 2>/dev/null
   cp -a results/reproduce/gpu-deterministic "$pack/comparison" 2>/dev/null
@@ -248,3 +260,7 @@ esac
 # machine goes back bare at the end of the visit (2026-12-07: a stop here failed the soak stage's rerun).
 cp "$work"/*.log "$pack/" 2>/dev/null
 tar -C "$pack" -czf "$out/determinism-$stage.tgz" . && log "packed determinism-$stage.tgz ($(du -h "$out/determinism-$stage.tgz" | cut -f1))"
+if [ "$parted" -gt 0 ]; then
+  echo "determinism.sh $stage: $parted comparison(s) expected equal differ or did not pass (diff-runs.txt, the logs)"
+  exit 1
+fi
