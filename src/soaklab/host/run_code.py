@@ -62,17 +62,23 @@ def sources_sha256(algo: str, task: str, sim: str) -> str:
 
 def code_change(saved: Any, now: dict[str, Any]) -> str | None:
     """What differs between the code a checkpoint recorded (`saved`, as loaded) and this run's, in
-    words; None if nothing does. A checkpoint without a record was made before soaklab kept one."""
+    words; None if nothing does. A checkpoint without a record was made before soaklab kept one.
+    A crafted record's values may be anything a weights_only load builds (a tensor, whose `!=` is a
+    tensor): only a str (or None) equal to this run's is the same."""
     if not isinstance(saved, dict) or not isinstance(saved.get("versions"), dict):
         return "it records no code (made by a soaklab older than its code record)"
     changes = []
-    if saved.get("sources_sha256") != now["sources_sha256"]:
+    if not _same(saved.get("sources_sha256"), now["sources_sha256"]):
         changes.append(f"the training sources were {_short(saved.get('sources_sha256'))}, "
                        f"now {_short(now['sources_sha256'])}")
     for name, version in now["versions"].items():
-        if saved["versions"].get(name) != version:
+        if not _same(saved["versions"].get(name), version):
             changes.append(f"{name} was {_short(saved['versions'].get(name))}, now {version}")
     return "; ".join(changes) or None
+
+
+def _same(saved: Any, now: str | None) -> bool:
+    return saved is None if now is None else isinstance(saved, str) and saved == now
 
 
 def made_at(saved: Any) -> str:
@@ -81,11 +87,18 @@ def made_at(saved: Any) -> str:
     commit = saved.get("commit") if isinstance(saved, dict) else None
     if not isinstance(commit, str) or not commit:
         return "an unknown commit"
-    return f"commit {_short(commit)}" + (", with local changes" if saved.get("dirty") else "")
+    return f"commit {_short(commit)}" + (", with local changes" if saved.get("dirty") is True else "")
 
 
 def _short(value: Any, limit: int = 19) -> str:
-    """A recorded value as said in one line (a crafted file's may be anything, of any length)."""
-    text = value if isinstance(value, str) else repr(value)
+    """A recorded value as said in one line (a crafted file's may be anything, of any length or depth:
+    only a str or a plain scalar is shown, anything else by its kind, never by a repr that could
+    recurse past the interpreter's limit)."""
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | int | float):
+        text = repr(value)
+    else:
+        text = f"a {type(value).__name__}"
     text = " ".join(text.split())
     return f"{text[:limit]}..." if len(text) > limit else text
