@@ -1,4 +1,4 @@
-"""The code a run runs (soaklab.rl.run_code): a checkpoint's record is input from outside, so whatever a
+"""The code a run runs (soaklab.host.run_code): a checkpoint's record is input from outside, so whatever a
 weights_only load can build there (a tensor, whose `!=` and truth are a tensor's; a list nested past
 the interpreter's recursion limit; a string of newlines) is said in one short line, never a traceback.
 The resume's refusal itself, through the CLI on a real killed run, is tests/rl/test_resume.py's."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from soaklab.rl.run_code import code_change, made_at
+from soaklab.host.run_code import code_change, made_at
 
 NOW = {"sources_sha256": "sha256:" + "a" * 64, "versions": {"python": "3.11.7", "torch": "2.13.0+cpu"},
        "commit": "f" * 40, "dirty": False}
