@@ -228,6 +228,7 @@ BAD_SEGMENTS = {
     "string": ('{"segments": [{"start_iteration": "0", "resumed_from_checkpoint": null, "end_iteration": null,'
                ' "cause": null}]}', "'0' is not of type 'integer'"),
     "missing": (None, "missing, and every run writes it when it starts"),
+    "fifo": (FIFO := "<a FIFO>", "not a regular file"),  # its read would block the resume for good
 }
 
 
@@ -239,8 +240,10 @@ def test_a_segments_file_that_cannot_be_trusted_is_refused_never_replaced(pair, 
     run_dir = copy_of(killed, tmp_path)
     text, words = BAD_SEGMENTS[case]
     path = run_dir / "segments.json"
-    if text is None:
+    if text is None or text == FIFO:
         path.unlink()
+        if text == FIFO:
+            os.mkfifo(path)
     else:
         path.write_text(text)
     before = files_of(run_dir)

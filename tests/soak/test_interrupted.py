@@ -203,7 +203,9 @@ def test_a_kept_run_of_other_training_sources_is_set_aside_and_the_soak_starts_a
             ("other", [{"code": {"sources_sha256": "sha256:" + "f" * 64}}, {"code": {"sources_sha256": then}}],
              f"its run was made by other training sources ({then[:19]}..., now {now[:19]}...)"),
             ("older", [{"start_iteration": 0}],
-             "its run records no code (made by a soaklab older than its code record)")):
+             "its run records no code (made by a soaklab older than its code record)"),
+            ("crafted", [{"code": {"sources_sha256": "sha\n256:\r\n" + "0" * 64}}],  # said in one line
+             f"its run was made by other training sources (sha 256: {'0' * 10}..., now {now[:19]}...)")):
         run = tmp_path / name / "train"
         make_run(run, A, (10,))
         (run / "segments.json").write_text(json.dumps({"segments": segments}))
@@ -215,10 +217,15 @@ def test_a_kept_run_of_other_training_sources_is_set_aside_and_the_soak_starts_a
                                            f"moved it to {aside}, a name no soak adopts (nothing deleted); "
                                            "starting afresh",))
         assert snapshot(aside) == before and not run.exists() and kept_runs(run) == []
-    for name, history in (("same", json.dumps({"segments": [{"code": {"sources_sha256": now}}]})), ("torn", "{")):
+    # A history that is a FIFO is never opened (the read would block the soak before it starts).
+    for name, history in (("same", json.dumps({"segments": [{"code": {"sources_sha256": now}}]})), ("torn", "{"),
+                          ("fifo", None)):
         run = tmp_path / name / "train"
         make_run(run, A, (10,))
-        (run / "segments.json").write_text(history)
+        if history is None:
+            os.mkfifo(run / "segments.json")
+        else:
+            (run / "segments.json").write_text(history)
         keep_interrupted(run, FAILED, A)
         assert adopt_interrupted(run, A, now).resumed_at == 10 and learner_path(run, 10).is_file()
 

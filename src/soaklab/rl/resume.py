@@ -208,6 +208,8 @@ def read_segments(run_dir: Path, required: bool = False) -> list[dict[str, Any]]
     if not path.exists() and not required:
         return []
     fix = "restore it from a copy of the run dir; it holds the run's segments and declared event gaps"
+    if path.exists() and not path.is_file():  # a FIFO would block the read: the resume would hang
+        raise InvalidInput(f"{path}: not a regular file; {fix}")
     try:
         payload = read_json(path)
     except FileNotFoundError:

@@ -175,8 +175,11 @@ def _made_with(kept: Path) -> str | None:
 def _other_sources(kept: Path, sources: str) -> str | None:
     """Why the kept run's last segment ran other training sources than `sources`, or None: the same,
     or a history this cannot read (the trainer's checks then refuse it, in their own words)."""
+    history = kept / SEGMENTS
+    if history.is_symlink() or not history.is_file():  # never followed; a FIFO would block the read
+        return None
     try:
-        segments = read_json(kept / SEGMENTS).get("segments")
+        segments = read_json(history).get("segments")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(segments, list) or not segments or not isinstance(segments[-1], dict):
@@ -185,8 +188,8 @@ def _other_sources(kept: Path, sources: str) -> str | None:
     made = code.get("sources_sha256") if isinstance(code, dict) else None
     if not isinstance(made, str):
         return "its run records no code (made by a soaklab older than its code record)"
-    if made != sources:
-        return f"its run was made by other training sources ({made[:19]}..., now {sources[:19]}...)"
+    if made != sources:  # a crafted digest may hold newlines: said in one line, shortened
+        return f"its run was made by other training sources ({' '.join(made.split())[:19]}..., now {sources[:19]}...)"
     return None
 
 
