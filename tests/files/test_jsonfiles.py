@@ -68,6 +68,9 @@ def _sparse(path):
      "key 'verdict' appears twice in one object"),
     (_sparse, f"{MAX_JSON_BYTES + 1:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit"),
     (lambda p: p.write_bytes(b'{"verdict": "\xff"}'), "not JSON"),
+    # a FIFO blocked the reader in open() until a writer came: never, in a planted run dir
+    (os.mkfifo, "not a regular file (a FIFO, a device or a directory)"),
+    (lambda p: p.mkdir(), "not a regular file (a FIFO, a device or a directory)"),
 ])
 def test_a_json_input_soaklab_did_not_write_is_one_exit_2_line(cli, tmp_path, write, words):
     """`record verdict` on a comparison file from outside: refused before it is read into anything."""

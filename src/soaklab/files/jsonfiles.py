@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from soaklab.errors import InvalidInput
@@ -79,11 +80,23 @@ def loads_checked(text: str | bytes, where: str) -> Any:
 
 
 def read_json(path: Path | str) -> Any:
-    """A JSON file, refused (JSONRefused: exit 2, one line naming it) when it is too large, too
-    deeply nested, has a key twice or is not JSON. A missing or unreadable file raises OSError as
-    open() does, for the caller to name in its own words."""
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
+    """A JSON file, refused (JSONRefused: exit 2, one line naming it) when it is not a regular file,
+    too large, too deeply nested, has a key twice or is not JSON. A missing or unreadable file raises
+    OSError as open() does, for the caller to name in its own words."""
+    # Opened without blocking: a FIFO planted in a run dir would otherwise hang the reader in open()
+    # until some writer came (a resume, a soak's adoption, forever); a regular file ignores the flag.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise JSONRefused(f"{path}: not a regular file (a FIFO, a device or a directory); soaklab reads "
+                              "JSON only from regular files")
+        fh = open(fd, "rb")  # noqa: SIM115 - owns fd from here, closed by the with below
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        size = stat.st_size
         if size > MAX_JSON_BYTES:
             raise JSONRefused(f"{path}: {size:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit of a JSON file "
                               "soaklab reads (MAX_JSON_BYTES)")
