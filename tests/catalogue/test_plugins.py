@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +233,14 @@ def test_a_plugin_resolves_trains_resumes_and_exports_like_a_built_in(plugin, tm
                      fault="kill_learner@4")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     assert not (run_dir / "run_summary.json").exists()
+    # The plug-in's code is the run's code: with a helper module of its package edited (one no entry of
+    # the run names: the task's resolution checks), a resume of a copy is refused, nothing changed.
+    helper = "soaklab_dummy/point_reach/resolve.py"
+    edited = install(tmp_path / "edited-site", {**PLUGIN, helper: textwrap.dedent(PLUGIN[helper]) + "\n# an edit\n"})
+    copy = Path(shutil.copytree(run_dir, tmp_path / "copy"))
+    refused = soaklab(edited, tmp_path, "train", "--resume", str(copy), "--skip-post-training")
+    assert refused.returncode == 2 and "was made by other code (the training sources were" in refused.stderr, (
+        refused.stdout + refused.stderr)
     resumed = soaklab(plugin, tmp_path, "train", "--resume", str(run_dir), "--skip-post-training")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "at iteration 3" in resumed.stdout

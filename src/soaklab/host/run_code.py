@@ -4,9 +4,10 @@
 A resumed run is its unbroken self bit for bit only where the same code computes it: the package files
 `soaklab train` can run (soaklab.dag.codedeps, the same closure the workflow's train_soak rule is
 replanned on: the learner, the collector, every agent, task and stepper the catalogue names), the
-modules of a plug-in entry the run uses, and the versions of the interpreter and of the libraries the
-run's backend steps with. Every learner checkpoint records them, and so does every segment of the
-run; `--resume` refuses a checkpoint made by other code in one line naming what differs.
+Python files of each plug-in package an entry of the run comes from, and the versions of the
+interpreter and of the libraries the run's backend steps with. Every learner checkpoint records
+them, and so does every segment of the run; `--resume` refuses a checkpoint made by other code in one
+line naming what differs.
 """
 
 from __future__ import annotations
@@ -20,20 +21,27 @@ from soaklab.catalogue import BACKENDS, RUN_FIELDS, RUN_REFERENCES
 from soaklab.dag.codedeps import ROOT, command_sources
 
 
-def _plugin_files(algo: str, task: str, sim: str) -> list[Path]:
-    """The module files of the run's entries that live outside soaklab (a plug-in's)."""
+def _plugin_files(algo: str, task: str, sim: str) -> list[tuple[str, Path]]:
+    """The Python files of every plug-in package an entry of the run comes from (its whole top-level
+    package, so a helper module its entry imports counts too), each with its name in the digest
+    (relative to the package's parent folder)."""
     names = {"algo": algo, "task": task, "sim": sim}
-    files: set[Path] = set()
+    tops: set[str] = set()
     for run_field, entry_fields in RUN_REFERENCES.items():
         entry = RUN_FIELDS[run_field][names[run_field]]
-        for field in entry_fields:
-            module = getattr(entry, field).partition(":")[0]
-            if module.split(".")[0] == "soaklab":
-                continue
-            spec = importlib.util.find_spec(module)
-            if spec is not None and spec.origin and Path(spec.origin).is_file():
-                files.add(Path(spec.origin))
-    return sorted(files)
+        tops.update(getattr(entry, field).partition(":")[0].split(".")[0] for field in entry_fields)
+    files: dict[str, Path] = {}
+    for top in sorted(tops - {"soaklab"}):
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package
+            for folder in map(Path, spec.submodule_search_locations):
+                files.update({f"{top}/{path.relative_to(folder).as_posix()}": path for path in folder.rglob("*.py")
+                              if "__pycache__" not in path.parts})
+        elif spec.origin and Path(spec.origin).is_file():
+            files[Path(spec.origin).name] = Path(spec.origin)
+    return sorted(files.items())
 
 
 def run_code(algo: str, task: str, sim: str) -> dict[str, Any]:
@@ -54,9 +62,9 @@ def sources_sha256(algo: str, task: str, sim: str) -> str:
     """"sha256:<hex>" of the training sources alone: what a soak compares before it adopts a kept run
     (it imports no library to ask its version; the trainer checks those)."""
     digest = hashlib.sha256()
-    for path in [*map(Path, command_sources("train")), *_plugin_files(algo, task, sim)]:
-        name = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else Path(path.name)
-        digest.update(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name.as_posix()}\n".encode())
+    ours = [(Path(f).relative_to(ROOT.parent).as_posix(), Path(f)) for f in command_sources("train")]
+    for name, path in [*ours, *_plugin_files(algo, task, sim)]:
+        digest.update(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name}\n".encode())
     return f"sha256:{digest.hexdigest()}"
 
 
