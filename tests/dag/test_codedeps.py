@@ -42,7 +42,11 @@ def test_only_a_module_importing_a_loader_brings_in_the_references(tmp_path):
         "catalogue.py": 'ENTRIES = ["soaklab.agent:Agent", "not a reference", "other.pkg:Name"]\n'
                         "def load(reference): ...\nTABLE = {}\n",
         "agent.py": "",
-        "builds.py": "from soaklab.catalogue import load\n",
+        "builds.py": "from soaklab.catalogue import load\nimport soaklab.config.compose\n",
+        "config/__init__.py": "",
+        "config/compose.py": "",
+        "config/defaults/sac/config.yaml": "algo: {}\n",
+        "config/defaults/sac/.config.yaml.swp": "an editor's",
         "reads.py": "from soaklab.catalogue import TABLE\n",
         "cli/__init__.py": "def main(): ...\n",
         "cli/run.py": "def cmd_build():\n    import soaklab.builds\n\ndef cmd_read():\n    import soaklab.reads\n",
@@ -54,5 +58,6 @@ def test_only_a_module_importing_a_loader_brings_in_the_references(tmp_path):
     def files_of(command: str) -> set[str]:
         return {Path(f).relative_to(root).as_posix() for f in command_sources(command, root=root)}
 
-    assert {"agent.py", "builds.py", "catalogue.py"} <= files_of("build")
+    assert {"agent.py", "builds.py", "catalogue.py", "config/defaults/sac/config.yaml"} <= files_of("build")
+    assert "config/defaults/sac/.config.yaml.swp" not in files_of("build")  # read by nothing: not code
     assert "agent.py" not in files_of("read") and "catalogue.py" in files_of("read")

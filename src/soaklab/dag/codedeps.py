@@ -17,8 +17,9 @@ PACKAGE = "soaklab"
 ROOT = Path(__file__).resolve().parent.parent  # the soaklab package
 # Files a module reads at run time rather than imports (globs under the package): the owner YAML tree,
 # each task's defaults (its catalogue entry names them) and the JSON schemas.
-DATA = {"soaklab.config.compose": ("config/defaults/**/*", "tasks/*/defaults.yaml"),
-        "soaklab.schemas": ("schemas/**/*",)}
+# Only what each reads (YAML, JSON): an editor's swap or backup file beside them is not code.
+DATA = {"soaklab.config.compose": ("config/defaults/**/*.yaml", "tasks/*/defaults.yaml"),
+        "soaklab.schemas": ("schemas/**/*.json",)}
 CLI = "soaklab.cli"
 # The catalogue names each entry's code by a "module:name" string, imported when used through these
 # loaders: a module that imports one of them can run every module the catalogue names (a train runs
