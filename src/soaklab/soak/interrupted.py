@@ -161,27 +161,26 @@ def keep_interrupted(log_dir: Path, soak: dict[str, Any], config_hash: str, resu
                               f"{target.name} to resume it)")
 
 
-def _made_with(kept: Path) -> str | None:
-    record = kept / RUN_CONFIG
-    if record.is_symlink() or not record.is_file():  # never followed; a FIFO would block the read
+def _kept_entry(path: Path, key: str) -> Any:
+    """`key` of the JSON object at `path` inside a kept run, or None where it cannot be read: a link is
+    never followed, and anything else wrong is the trainer's to refuse, in its own words."""
+    if path.is_symlink() or not path.is_file():
         return None
     try:
-        made_with = read_json(record).get("config_hash")
+        return read_json(path).get(key)
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _made_with(kept: Path) -> str | None:
+    made_with = _kept_entry(kept / RUN_CONFIG, "config_hash")
     return made_with if isinstance(made_with, str) else None
 
 
 def _other_sources(kept: Path, sources: str) -> str | None:
     """Why the kept run's last segment ran other training sources than `sources`, or None: the same,
     or a history this cannot read (the trainer's checks then refuse it, in their own words)."""
-    history = kept / SEGMENTS
-    if history.is_symlink() or not history.is_file():  # never followed; a FIFO would block the read
-        return None
-    try:
-        segments = read_json(history).get("segments")
-    except (OSError, ValueError, AttributeError):
-        return None
+    segments = _kept_entry(kept / SEGMENTS, "segments")
     if not isinstance(segments, list) or not segments or not isinstance(segments[-1], dict):
         return None
     code = segments[-1].get("code")
