@@ -5,6 +5,10 @@ The resume's refusal itself, through the CLI on a real killed run, is tests/rl/t
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import torch
 
 from soaklab.host.run_code import code_change, made_at
@@ -44,3 +48,29 @@ def test_only_the_same_record_is_the_same_code():
     assert code_change({**NOW, "versions": {"python": "3.11.7"}}, none_now) is None
     assert code_change({**NOW, "versions": {"python": "3.11.7", "warp": torch.zeros(2)}}, none_now) == (
         "warp was a Tensor, now None")
+
+
+def test_a_plugins_digest_reads_only_the_files_an_import_can_load(tmp_path):
+    """A plug-in's whole package is the run's code; an editor's lock file beside its modules (Emacs'
+    `.#env.py`, a dangling link), a FIFO or a folder named *.py is none of it: no traceback, no hang,
+    the same digest."""
+    from tests.catalogue.test_plugins import PLUGIN, install
+
+    env = install(tmp_path / "site", PLUGIN)
+    ask = ("from soaklab.host.run_code import _plugin_files, sources_sha256\n"
+           "print([n for n, _ in _plugin_files('twin_sac', 'point_reach', 'mujoco')])\n"
+           "print(sources_sha256('twin_sac', 'point_reach', 'mujoco'))\n")
+
+    def digest() -> str:
+        done = subprocess.run([sys.executable, "-c", ask], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    clean = digest()
+    assert "soaklab_dummy/point_reach/env.py" in clean
+    package = tmp_path / "site" / "soaklab_dummy"
+    (package / "point_reach" / ".#env.py").symlink_to("user@host.1234:1700000000")
+    os.mkfifo(package / "fifo.py")
+    (package / "folder.py").mkdir()
+    assert digest() == clean

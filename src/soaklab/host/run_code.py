@@ -37,8 +37,12 @@ def _plugin_files(algo: str, task: str, sim: str) -> list[tuple[str, Path]]:
             continue
         if spec.submodule_search_locations:  # a package
             for folder in map(Path, spec.submodule_search_locations):
-                files.update({f"{top}/{path.relative_to(folder).as_posix()}": path for path in folder.rglob("*.py")
-                              if "__pycache__" not in path.parts})
+                for path in sorted(folder.rglob("*.py")):
+                    # Only files an import can load: an editor's lock file (Emacs' `.#env.py`, a dangling
+                    # link), a FIFO or a folder named *.py would end a train in a traceback or a hang.
+                    # The first portion of a namespace package holds a name, as the import finds it.
+                    if "__pycache__" not in path.parts and path.stem.isidentifier() and path.is_file():
+                        files.setdefault(f"{top}/{path.relative_to(folder).as_posix()}", path)
         elif spec.origin and Path(spec.origin).is_file():
             files[Path(spec.origin).name] = Path(spec.origin)
     return sorted(files.items())
