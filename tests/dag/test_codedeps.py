@@ -3,11 +3,10 @@ source, on the real package and on a small package written here."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 from soaklab.catalogue import ALGORITHMS, BACKENDS, TASKS
-from soaklab.dag.codedeps import ROOT, _imports, _source_imports, command_sources
+from soaklab.dag.codedeps import ROOT, command_sources
 
 
 def package_files(command: str) -> set[str]:
@@ -63,18 +62,3 @@ def test_only_a_module_importing_a_loader_brings_in_the_references(tmp_path):
     assert "config/defaults/sac/.config.yaml.swp" not in files_of("build")  # read by nothing: not code
     assert "agent.py" not in files_of("read") and "catalogue.py" in files_of("read")
 
-
-def test_the_import_statements_alone_read_as_the_whole_file_on_every_module_of_the_package():
-    """The closure parses each file's import statements alone (a tenth of the time: every `soaklab
-    train` digests its closure); on every module of the package that reading equals the whole tree's,
-    and a statement that does not parse alone falls back to the whole file."""
-    modules = [p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts]
-    assert len(modules) > 150
-    for path in modules:
-        name = ".".join(("soaklab", *path.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
-        source, package = path.read_text(), path.name == "__init__.py"
-        assert _source_imports(source, str(path), name, package) == _imports(ast.parse(source), name, package), path
-    tricky = ("def f():\n    from soaklab.a import (b,  # a comment (with a paren\n        c)\n"
-              "    import soaklab.d as d, \\\n        soaklab.e\n")
-    assert _source_imports(tricky, "t.py", "soaklab.t", False) == {
-        "soaklab.a", "soaklab.a.b", "soaklab.a.c", "soaklab.d", "soaklab.e"}
