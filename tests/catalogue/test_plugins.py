@@ -113,6 +113,7 @@ PLUGIN = {
                 self.qpos, self.qvel = self.backend.view("qpos"), self.backend.view("qvel")
                 self.limit = int(run.env.episode_length_s / 0.02)
                 self.steps = torch.zeros(spec.num_envs, dtype=torch.long)
+                self.step_calls = 0  # in its diagnostics: what a run's diagnostics say at its end
 
             def observe(self):
                 obs = torch.cat([self.qpos, self.qvel], dim=-1).float()
@@ -131,6 +132,7 @@ PLUGIN = {
                 self.backend.ctrl_tensor.copy_(actions)
                 self.backend.step()
                 self.steps += 1
+                self.step_calls += 1
                 terms = {"distance": -self.qpos[:, 0].abs().float(), "control": self.weight * (actions ** 2).sum(-1)}
                 final_obs, final_critic = self.observe()
                 terminated = torch.zeros(self.num_envs, dtype=torch.bool)
@@ -148,7 +150,9 @@ PLUGIN = {
                 self.backend.load_state_dict(state["backend"])
 
             def diagnostics(self):
-                return self.backend.diagnostics()
+                record = self.backend.diagnostics()
+                record["diagnostics"]["step_calls"] = self.step_calls
+                return record
 
             def physics_unstable(self):
                 return self.backend.take_unstable()
@@ -444,6 +448,8 @@ def test_a_plugin_run_soaks_and_exports_through_the_dag_and_its_record_plans(plu
     # Stepped by the plug-in's own stepper, which the catalogue built from its entry.
     diagnostics = summary["runtime_manifest"]["backend_diagnostics"]
     assert diagnostics["available"] and diagnostics["backend_type"] == "serial_mujoco", diagnostics
+    # Written again when the collector ends: they say what the env did, not what it was at its build.
+    assert diagnostics["diagnostics"]["step_calls"] == summary["total_env_steps"] // 4 > 0, diagnostics
     validation = json.loads((results / "validation.json").read_text())
     assert validation["status"] == "passed", [c for c in validation["checks"] if not c["passed"]]
     # `evaluate` exports every soaked run; a task that follows no clip has no clip evaluation.

@@ -148,7 +148,7 @@ class Collector:
         scene = Path(spec.scene) if isinstance(spec.scene, str) else spec.scene  # a library: per clip
         envs = EnvSpec.of(spec.run, device)
         self.envs = [make_env(spec.run, envs.group(b - a, g), scene) for g, (a, b) in enumerate(self.bounds)]
-        write_json_atomic(Path(spec.diagnostics_path), self.envs[0].diagnostics())
+        self.write_diagnostics()
         self.env_device = self.envs[0].device
         self.timer = PhaseTimer(self.env_device)
         self.rows = self.layout.row_slices()
@@ -158,6 +158,12 @@ class Collector:
         self.term_count = 0
         self.watch = FiniteWatch(self.env_device)
         self.trace: Trace | None = trace_from_env(spec.trace_run_dir, "collector")
+
+    def write_diagnostics(self) -> None:
+        """The backend's diagnostics into the run (spec.diagnostics_path): once built, and again at the
+        end of the run, when the task's step graphs, captured after their warm-up calls, say whether
+        they held and why not (a build-time file can only say "not captured yet")."""
+        write_json_atomic(Path(self.spec.diagnostics_path), self.envs[0].diagnostics())
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.spec.parent_pid
@@ -258,6 +264,18 @@ class Collector:
         return int(state["step"]), prev, dones
 
     def run(self) -> None:
+        try:
+            self.steps()
+        except Stopped:  # the learner's stop (a wall-clock budget, a cancellation): the run ended here
+            self.write_diagnostics()
+            raise
+        self.write_diagnostics()
+        for env in self.envs:
+            env.close()
+        if self.trace is not None:
+            self.trace.close()
+
+    def steps(self) -> None:
         ctl, r = self.ctl, self.rows
         first, prev, dones = self.start()
         for g, ((obs, _), done) in enumerate(zip(prev, dones, strict=True)):
@@ -318,10 +336,6 @@ class Collector:
                 self.save_state(step + 1, prev, dones)
             self.publish_vector()
             ctl[C.VECTOR_STEPS] += 1
-        for env in self.envs:
-            env.close()
-        if self.trace is not None:
-            self.trace.close()
 
     def trace_step(self, step: int, g: int, actions: torch.Tensor, result: StepResult) -> None:
         """Group g's step into the trace (soaklab.rl.trace), stage by stage: the actions, the env's
