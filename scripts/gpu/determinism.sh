@@ -21,7 +21,9 @@
 #           `-R train_soak`: diff-runs of the two run dirs (series and final weights).
 # cost      env-steps/s of the deterministic and default modes at 1024 and 4096 envs, each run alone,
 #           with the phases (scripts/gpu/gpu_phases.py: update, the collector's env step) beside the
-#           physics alone of each mode on this machine (warmup.py; task = env step - physics); a table.
+#           physics alone of each mode on this machine (warmup.py; task = env step - physics), and the
+#           env step alone with its physics and task parts timed apart (library_world.py, one clip, in
+#           each mode; needs the holosoma clip wheel in resources/assets/cache); two tables.
 # learning  the gpu-learning record reproduced with record_overrides training.deterministic: true (its
 #           three seeds side by side): the mode's learning against the record's bands.
 # record    `soaklab record update gpu-deterministic`, then `snakemake reproduce` of it on this
@@ -178,6 +180,9 @@ cost)
     flag=(); [ "$mode" = deterministic ] && flag=(--deterministic)
     python3 scripts/gpu/warmup.py --worlds 1024,4096 "${flag[@]}" --out "$pack/ceiling-$mode.json" \
       >"$work/warmup-$mode.log" 2>&1; echo "warmup $mode: exit $?"
+    # the env step alone, its physics and its task part (terms, resets, observations) apart, CUDA events
+    python3 scripts/gpu/library_world.py --layouts one_clip --envs 1024,4096 "${flag[@]}" --assets "$work/env-assets" \
+      --out "$pack/env-$mode.json" >"$work/env-$mode.log" 2>&1; echo "library_world $mode: exit $?"
   done
   for envs in 1024 4096; do
     for mode in default deterministic; do
@@ -224,6 +229,16 @@ for envs in (1024, 4096):
         print(f"| {envs} | {mode} | {p['steady_state']['env_steps_per_s']:,.0f} | {p['end_to_end_env_steps_per_s']:,.0f} | "
               f"{ph['iteration_ms']['median_ms']:.2f} | {fmt(env_step)} | {fmt(physics)} | {fmt(task)} | "
               f"{ph['learner_update_ms']['median_ms']:.2f} | {ph['learner_inference_ms']['median_ms']:.2f} |")
+print("\nThe env step alone (library_world.py, one clip):\n")
+print("| envs | mode | whole step ms | physics ms | task ms (terms, resets, observations) |")
+print("|---:|---|---:|---:|---:|")
+for mode in ("default", "deterministic"):
+    try:
+        alone = json.loads((pack / f"env-{mode}.json").read_text())["runs"]
+    except (OSError, ValueError, KeyError):
+        print(f"| - | {mode} | (no run) |"); continue
+    for r in alone:
+        print(f"| {r['envs']} | {mode} | {r['step_ms']:.2f} | {r['physics_ms']:.2f} | {r['task_ms']:.2f} |")
 for envs in (1024, 4096):
     if (envs, "default") in rates and (envs, "deterministic") in rates:
         ratio = rates[(envs, "deterministic")] / rates[(envs, "default")]

@@ -32,6 +32,9 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--assets", type=Path, default=Path("/root/library-world/assets"))
     parser.add_argument("--no-compile", action="store_true", help="the task's terms eager (faster to build)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="training.deterministic's settings (soaklab.host.determinism.enter) before the "
+                             "envs are built: the mode's physics and task parts, apart (issue 67's cost)")
     parser.add_argument("--sim", default="mjwarp", help="mujoco with --device cpu: a smoke run off the GPU")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, required=True)
@@ -39,6 +42,10 @@ def main() -> int:
 
     import torch
 
+    if args.deterministic:  # as a run's processes do, before their first kernel (the backend reads it)
+        from soaklab.host import determinism
+
+        determinism.enter(0)
     from soaklab.assets.pull import PullRequest, pull_assets
     from soaklab.assets.record import assets_record, resolved_motion, scene_for_env
     from soaklab.bench.timing import time_ms
@@ -59,13 +66,15 @@ def main() -> int:
     clips = args.clips.split(",")
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    result: dict = {"device": name, "sim": args.sim, "clips": clips, "warmup": args.warmup,
+    result: dict = {"device": name, "sim": args.sim, "deterministic": args.deterministic, "clips": clips,
+                    "warmup": args.warmup,
                     "iters": args.iters, "runs": []}
     for n in [int(v) for v in args.envs.split(",")]:
         for layout in args.layouts.split(","):
             motion = resolved_motion(record, clips[0] if layout == "one_clip" else clips)
             run = compose("flashsac", "g1_motion_tracking", args.sim,
-                          [f"algo.num_envs={n}", f"env.motion={json.dumps(motion)}"]).run
+                          [f"algo.num_envs={n}", f"env.motion={json.dumps(motion)}",
+                           f"training.deterministic={str(args.deterministic).lower()}"]).run
             builder = build_blocks if layout == "blocks" else build
             env = builder(run, EnvSpec.of(run, str(device)), scene_for_env(record, motion),
                           compile_terms=device.type == "cuda" and not args.no_compile)
