@@ -160,9 +160,8 @@ class Collector:
         self.trace: Trace | None = trace_from_env(spec.trace_run_dir, "collector")
 
     def write_diagnostics(self) -> None:
-        """The backend's diagnostics into the run (spec.diagnostics_path): once built, and again at the
-        end of the run, when the task's step graphs, captured after their warm-up calls, say whether
-        they held and why not (a build-time file can only say "not captured yet")."""
+        """Once built, and again at the end, when the task's step graphs (captured after their warm-up
+        calls) say whether they held: a build-time file can only say "not captured yet"."""
         write_json_atomic(Path(self.spec.diagnostics_path), self.envs[0].diagnostics())
 
     def parent_alive(self) -> bool:
@@ -266,10 +265,9 @@ class Collector:
     def run(self) -> None:
         try:
             self.steps()
-        except Stopped:  # the learner's stop (a wall-clock budget, a cancellation): the run ended here
-            self.write_diagnostics()
-            raise
-        self.write_diagnostics()
+        finally:  # at the learner's stop too; not after an error, whose report must stay the first
+            if sys.exc_info()[0] in (None, Stopped):
+                self.write_diagnostics()
         for env in self.envs:
             env.close()
         if self.trace is not None:
